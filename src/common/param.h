@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The one table of SciMQ tunables.
+ *
+ * Every tunable is declared once below: name, type, default, help.  Its
+ * value comes from, in increasing precedence: the default, a config file
+ * (INI: key "name" in the global section or section "[a]" + key "b" for
+ * "a_b"), the environment variable SCIMQ_<NAME>, and an explicit
+ * scimq__param_set() (command-line flags).  Tools print the table with
+ * --list-params.
+ *
+ * Thread safety: values are set during start-up, before threads exist;
+ * afterwards they are only read.
+ */
+#ifndef SCIMQ_COMMON_PARAM_H
+#define SCIMQ_COMMON_PARAM_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+enum scimq_param_type {
+    SCIMQ_PARAM_T_INT,  /* signed 64-bit */
+    SCIMQ_PARAM_T_SIZE, /* bytes; accepts 4096, 64KiB, 16MiB, 1GiB, 2TB ... */
+    SCIMQ_PARAM_T_BOOL, /* 1/0, true/false, yes/no, on/off */
+    SCIMQ_PARAM_T_STR
+};
+
+/* X(ID, "name", type, "default", "help") */
+#define SCIMQ_PARAM_MAP(X)                                                     \
+    X(LOG_LEVEL, "log_level", STR, "warn",                                     \
+      "log level, optionally per subsystem: warn,gateway=debug")               \
+    X(LOG_SUBSYS, "log_subsys", STR, "",                                       \
+      "comma-separated subsystems allowed to log below ERROR (empty: all)")    \
+    X(LOG_FILE, "log_file", STR, "",                                           \
+      "append log lines to this file instead of stderr")                       \
+    X(PROTO_MAX_HEADER, "proto_max_header", SIZE, "64KiB",                     \
+      "largest SciMP frame header accepted (args + block table + names)")      \
+    X(PROTO_MAX_BLOCKS, "proto_max_blocks", INT, "256",                        \
+      "largest number of blocks per SciMP frame accepted")                     \
+    X(PROTO_MAX_NAME, "proto_max_name", INT, "255",                            \
+      "longest block name accepted, in bytes")                                 \
+    X(PROTO_MAX_PAYLOAD, "proto_max_payload", SIZE, "1GiB",                    \
+      "largest message payload accepted")                                      \
+    X(PROTO_DATASUM, "proto_datasum", BOOL, "false",                           \
+      "send a CRC32C of every payload (receivers always verify one)")
+
+enum scimq_param_id {
+#define SCIMQ_PARAM_ENUM(id, name, type, def, help) SCIMQ_PARAM_##id,
+    SCIMQ_PARAM_MAP(SCIMQ_PARAM_ENUM)
+#undef SCIMQ_PARAM_ENUM
+        SCIMQ_PARAM_COUNT
+};
+
+/* Where a value came from, lowest precedence first. */
+enum scimq_param_source {
+    SCIMQ_PARAM_SRC_DEFAULT,
+    SCIMQ_PARAM_SRC_FILE,
+    SCIMQ_PARAM_SRC_ENV,
+    SCIMQ_PARAM_SRC_SET
+};
+
+/* Values; the environment is read on first access. */
+int64_t scimq__param_int(enum scimq_param_id id);
+uint64_t scimq__param_size(enum scimq_param_id id);
+int scimq__param_bool(enum scimq_param_id id);
+const char *scimq__param_str(enum scimq_param_id id);
+enum scimq_param_source scimq__param_source(enum scimq_param_id id);
+
+/*
+ * Sets a tunable by name from text.  Returns 0, SCIMQ_ENOENT (no such
+ * tunable), SCIMQ_EINVAL (value does not parse for its type) or
+ * SCIMQ_ENOMEM.  A value set with a lower precedence than the current one
+ * is ignored (returns 0).
+ */
+int scimq__param_set_from(const char *name, const char *value,
+                          enum scimq_param_source src);
+#define scimq__param_set(name, value)                                          \
+    scimq__param_set_from((name), (value), SCIMQ_PARAM_SRC_SET)
+
+/*
+ * Loads an INI config file.  Unknown keys and bad values are errors that
+ * name the file and line in err (may be NULL; errlen bytes).
+ * Returns 0, SCIMQ_ENOENT (cannot open), SCIMQ_ECONFIG.
+ */
+int scimq__param_load_file(const char *path, char *err, size_t errlen);
+
+/* Prints name, environment variable, type, value, source and help. */
+void scimq__param_print(FILE *out);
+
+/* Back to defaults + environment (tests). */
+void scimq__param_reset(void);
+
+/*
+ * Parses a size with an optional unit: B, KiB/MiB/GiB/TiB (and K/M/G/T,
+ * powers of 1024), kB/MB/GB/TB (powers of 1000).  Returns 0 or
+ * SCIMQ_EINVAL / SCIMQ_ERANGE.
+ */
+int scimq__parse_size(const char *s, uint64_t *v_p);
+
+/* Fills a scimq_proto_limits_t-compatible set of limits from the table. */
+struct scimq_proto_limits;
+void scimq__param_proto_limits(struct scimq_proto_limits *lim);
+
+#endif /* SCIMQ_COMMON_PARAM_H */

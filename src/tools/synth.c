@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "config.h"
+
+#include <string.h>
+
+#include <scimq/error.h>
+#include <scimq/proto.h>
+
+#include "protocol/wire.h"
+#include "synth.h"
+
+static const char synth_magic[8] = {'S', 'C', 'I', 'M', 'Q', 'S', 'Y', 'N'};
+
+/* splitmix64: fast, and distinct streams for distinct seeds. */
+static inline uint64_t
+splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+int
+scimq__synth_fill(void *buf, size_t len, uint64_t seq)
+{
+    uint8_t *p = buf;
+    uint64_t state = seq ^ 0x5343494D51ull;
+    size_t i = SCIMQ_SYNTH_HEADER_LEN;
+
+    if (buf == NULL || len < SCIMQ_SYNTH_HEADER_LEN)
+        return SCIMQ_EINVAL;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t r = splitmix64(&state);
+
+        memcpy(p + i, &r, 8);
+    }
+    if (i < len) {
+        uint64_t r = splitmix64(&state);
+
+        memcpy(p + i, &r, len - i);
+    }
+    memcpy(p, synth_magic, sizeof(synth_magic));
+    wire_put64(p + 8, seq);
+    wire_put64(p + 16, len);
+    wire_put32(p + 24, scimq_proto_crc32c(0, p + SCIMQ_SYNTH_HEADER_LEN,
+                                          len - SCIMQ_SYNTH_HEADER_LEN));
+    wire_put32(p + 28, scimq_proto_crc32c(0, p, 28));
+    return 0;
+}
+
+int
+scimq__synth_verify(const void *buf, size_t len, uint64_t *seq_p)
+{
+    const uint8_t *p = buf;
+
+    if (buf == NULL || len < SCIMQ_SYNTH_HEADER_LEN ||
+        memcmp(p, synth_magic, sizeof(synth_magic)) != 0)
+        return SCIMQ_EINVAL;
+    if (wire_get32(p + 28) != scimq_proto_crc32c(0, p, 28))
+        return SCIMQ_EPROTO_DATASUM;
+    if (wire_get64(p + 16) != len)
+        return SCIMQ_EPROTO_DATASUM; /* cut short or padded on the way */
+    if (wire_get32(p + 24) != scimq_proto_crc32c(0, p + SCIMQ_SYNTH_HEADER_LEN,
+                                                 len - SCIMQ_SYNTH_HEADER_LEN))
+        return SCIMQ_EPROTO_DATASUM;
+    *seq_p = wire_get64(p + 8);
+    return 0;
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Self-verifying synthetic payloads (doc/scimp.md, "Synthetic payloads").
+ *
+ *   0  "SCIMQSYN"          8 bytes
+ *   8  sequence number     u64 big-endian
+ *   16 payload length      u64 big-endian
+ *   24 CRC32C of bytes 32.. u32 big-endian
+ *   28 CRC32C of bytes 0..27 u32 big-endian
+ *   32 pseudo-random bytes (splitmix64 seeded by the sequence number)
+ *
+ * A receiver checks a message without knowing anything about the sender:
+ * it detects corruption, and the sequence numbers reveal losses and
+ * duplicates.
+ */
+#ifndef SCIMQ_TOOLS_SYNTH_H
+#define SCIMQ_TOOLS_SYNTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SCIMQ_SYNTH_HEADER_LEN 32
+
+/* Fills buf (len >= 32) as message number seq.  Returns 0 or SCIMQ_EINVAL. */
+int scimq__synth_fill(void *buf, size_t len, uint64_t seq);
+
+/*
+ * Checks buf.  Returns 0 and the sequence number; SCIMQ_EINVAL when buf is
+ * not a synthetic payload (too short, no magic, length mismatch) and
+ * SCIMQ_EPROTO_DATASUM when it is one but corrupted.
+ */
+int scimq__synth_verify(const void *buf, size_t len, uint64_t *seq_p);
+
+#endif /* SCIMQ_TOOLS_SYNTH_H */
