@@ -1,0 +1,35 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# Regenerates the seed part of the decoder corpus from scimq-scimp.
+# Usage: tests/fuzz/make-seeds.sh BUILDDIR
+# Each input is one control byte (feed style + payload style, see
+# fuzz_decoder.c) followed by a SciMP byte stream.
+set -eu
+build=${1:?usage: make-seeds.sh BUILDDIR}
+here=$(cd "$(dirname "$0")" && pwd)
+out="$here/corpus"
+gen="$build/src/tools/scimq-scimp gen"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$out"
+
+$gen --all-opcodes --count 2 --size 48 > "$tmp/tour" 2>/dev/null
+$gen --all-opcodes --count 2 --size 48 --datasum > "$tmp/tour-sum" 2>/dev/null
+$gen --count 3 --size 100 --datasum > "$tmp/puts-sum" 2>/dev/null
+$gen --count 1 --size 4KiB > "$tmp/put-4k" 2>/dev/null
+$gen --count 1 --size 32 --queue "" > "$tmp/put-empty-queue" 2>/dev/null
+# Broken streams: truncated, bad magic, corrupted header and payload.
+head -c 30 "$tmp/tour" > "$tmp/trunc-fixed"
+head -c 200 "$tmp/puts-sum" > "$tmp/trunc-payload"
+printf 'GET / HTTP/1.1\r\nHost: x\r\n\r\n' > "$tmp/http"
+{ printf 'SCMP\002'; tail -c +6 "$tmp/put-4k"; } > "$tmp/bad-version"
+{ head -c 45 "$tmp/puts-sum"; printf 'X'; tail -c +47 "$tmp/puts-sum"; } > "$tmp/bad-hdrsum"
+{ head -c 150 "$tmp/puts-sum"; printf 'X'; tail -c +152 "$tmp/puts-sum"; } > "$tmp/bad-datasum"
+
+for f in "$tmp"/*; do
+    name=$(basename "$f")
+    for mode in 0 1 2 3 4 5 6 7 8; do
+        { printf "\\$(printf %03o "$mode")"; cat "$f"; } > "$out/seed-$name-$mode"
+    done
+done
+echo "$(ls "$out" | wc -l) corpus files in $out"
