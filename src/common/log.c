@@ -83,8 +83,10 @@ log_apply(const char *spec, const char *filter, int *levels)
         if (s >= 0)
             allowed[s] = true;
         else if (n > 0)
-            fprintf(stderr, "scimq: SCIMQ_LOG_SUBSYS: unknown subsystem "
-                            "'%.*s'\n", (int) n, p);
+            fprintf(stderr,
+                    "scimq: SCIMQ_LOG_SUBSYS: unknown subsystem "
+                    "'%.*s'\n",
+                    (int) n, p);
         p += n + (p[n] == ',');
     }
     for (const char *p = spec; *p;) {

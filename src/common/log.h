@@ -59,8 +59,8 @@ void scimq__log_configure(void);
 static inline int
 scimq__log_enabled(int level, int subsys)
 {
-    int cur = atomic_load_explicit(&scimq__log_levels[subsys],
-                                   memory_order_relaxed);
+    int cur =
+        atomic_load_explicit(&scimq__log_levels[subsys], memory_order_relaxed);
 
     if (cur < 0) {
         scimq__log_configure();
@@ -86,12 +86,17 @@ int scimq__log_sparse_ok(_Atomic uint64_t *last_ns, uint64_t interval_ns);
                              __LINE__, __VA_ARGS__);                           \
     } while (0)
 
-#define SCIMQ_LOG_ERROR(subsys, ...) SCIMQ_LOG(SCIMQ_LOG_ERROR, subsys, __VA_ARGS__)
-#define SCIMQ_LOG_WARN(subsys, ...) SCIMQ_LOG(SCIMQ_LOG_WARN, subsys, __VA_ARGS__)
-#define SCIMQ_LOG_INFO(subsys, ...) SCIMQ_LOG(SCIMQ_LOG_INFO, subsys, __VA_ARGS__)
+#define SCIMQ_LOG_ERROR(subsys, ...)                                           \
+    SCIMQ_LOG(SCIMQ_LOG_ERROR, subsys, __VA_ARGS__)
+#define SCIMQ_LOG_WARN(subsys, ...)                                            \
+    SCIMQ_LOG(SCIMQ_LOG_WARN, subsys, __VA_ARGS__)
+#define SCIMQ_LOG_INFO(subsys, ...)                                            \
+    SCIMQ_LOG(SCIMQ_LOG_INFO, subsys, __VA_ARGS__)
 #ifdef SCIMQ_DEBUG
-#define SCIMQ_LOG_DEBUG(subsys, ...) SCIMQ_LOG(SCIMQ_LOG_DEBUG, subsys, __VA_ARGS__)
-#define SCIMQ_LOG_TRACE(subsys, ...) SCIMQ_LOG(SCIMQ_LOG_TRACE, subsys, __VA_ARGS__)
+#define SCIMQ_LOG_DEBUG(subsys, ...)                                           \
+    SCIMQ_LOG(SCIMQ_LOG_DEBUG, subsys, __VA_ARGS__)
+#define SCIMQ_LOG_TRACE(subsys, ...)                                           \
+    SCIMQ_LOG(SCIMQ_LOG_TRACE, subsys, __VA_ARGS__)
 #else
 /* Compiled out, but the format is still checked against its arguments. */
 #define SCIMQ_LOG_DEBUG(subsys, ...)                                           \
@@ -109,7 +114,7 @@ int scimq__log_sparse_ok(_Atomic uint64_t *last_ns, uint64_t interval_ns);
         static _Atomic uint64_t scimq__sparse_last;                            \
         if (scimq__log_enabled((level), SCIMQ_SUBSYS_##subsys) &&              \
             scimq__log_sparse_ok(&scimq__sparse_last,                          \
-                                 (uint64_t) (interval_ms) * 1000000u))         \
+                                 (uint64_t) (interval_ms) *1000000u))          \
             scimq__log_write((level), SCIMQ_SUBSYS_##subsys, __FILE__,         \
                              __LINE__, __VA_ARGS__);                           \
     } while (0)

@@ -284,10 +284,10 @@ scimq__param_proto_limits(struct scimq_proto_limits *lim)
                           : hdr > SCIMQ_PROTO_MAX_HEADER_CAP
                               ? SCIMQ_PROTO_MAX_HEADER_CAP
                               : (uint32_t) hdr;
-    lim->max_blocks = blocks < 0 ? 0
+    lim->max_blocks = blocks < 0            ? 0
                       : blocks > UINT32_MAX ? UINT32_MAX
                                             : (uint32_t) blocks;
-    lim->max_name_len = name < 0 ? 0
+    lim->max_name_len = name < 0            ? 0
                         : name > UINT32_MAX ? UINT32_MAX
                                             : (uint32_t) name;
     lim->max_payload_len = scimq__param_size(SCIMQ_PARAM_PROTO_MAX_PAYLOAD);
@@ -305,7 +305,7 @@ struct ini_ctx {
 /* inih calls this per key; returning 0 makes ini_parse() report the line. */
 static int
 param_ini_handler(void *user, const char *section, const char *name,
-            const char *value)
+                  const char *value)
 {
     struct ini_ctx *ctx = user;
     char key[128];
@@ -321,8 +321,8 @@ param_ini_handler(void *user, const char *section, const char *name,
         rc = scimq__param_set_from(key, value, SCIMQ_PARAM_SRC_FILE);
     if (rc != 0 && ctx->err != NULL && ctx->err[0] == '\0')
         snprintf(ctx->err, ctx->errlen, "%s '%s'%s%s",
-                 rc == SCIMQ_ENOENT ? "unknown setting" : "bad value for",
-                 key, rc == SCIMQ_ENOENT ? " (see --list-params)" : ": ",
+                 rc == SCIMQ_ENOENT ? "unknown setting" : "bad value for", key,
+                 rc == SCIMQ_ENOENT ? " (see --list-params)" : ": ",
                  rc == SCIMQ_ENOENT ? "" : value);
     return rc == 0;
 }
@@ -338,8 +338,7 @@ scimq__param_load_file(const char *path, char *err, size_t errlen)
     line = ini_parse(path, param_ini_handler, &ctx);
     if (line == -1) {
         if (err != NULL && errlen > 0)
-            snprintf(err, errlen, "%s: cannot open: %s", path,
-                     strerror(errno));
+            snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return SCIMQ_ENOENT;
     }
     if (line < 0)

@@ -34,12 +34,18 @@ struct field {
 };
 
 #define FIELD(kind, member, type)                                              \
-    {type, 0, 0, offsetof(scimq_proto_args_t, kind.member)}
+    {                                                                          \
+        type, 0, 0, offsetof(scimq_proto_args_t, kind.member)                  \
+    }
 #define FIELD_ENUM(kind, member, max)                                          \
-    {FT_U8, 0, max, offsetof(scimq_proto_args_t, kind.member)}
+    {                                                                          \
+        FT_U8, 0, max, offsetof(scimq_proto_args_t, kind.member)               \
+    }
 #define FIELD_BYTES(kind, member)                                              \
-    {FT_BYTES, sizeof(((scimq_proto_args_t *) 0)->kind.member), 0,             \
-     offsetof(scimq_proto_args_t, kind.member)}
+    {                                                                          \
+        FT_BYTES, sizeof(((scimq_proto_args_t *) 0)->kind.member), 0,          \
+            offsetof(scimq_proto_args_t, kind.member)                          \
+    }
 
 static const struct field fields_none[] = {{FT_NONE, 0, 0, 0}};
 
@@ -51,12 +57,9 @@ static const struct field fields_hello[] = {
 };
 
 static const struct field fields_welcome[] = {
-    FIELD(welcome, version, FT_U8),
-    FIELD_ENUM(welcome, auth_required, 1),
-    FIELD(welcome, stream_index, FT_U16),
-    FIELD(welcome, max_payload, FT_U64),
-    FIELD_BYTES(welcome, session_id),
-    FIELD_BYTES(welcome, nonce),
+    FIELD(welcome, version, FT_U8),       FIELD_ENUM(welcome, auth_required, 1),
+    FIELD(welcome, stream_index, FT_U16), FIELD(welcome, max_payload, FT_U64),
+    FIELD_BYTES(welcome, session_id),     FIELD_BYTES(welcome, nonce),
     FIELD(welcome, server_name, FT_STR),
 };
 

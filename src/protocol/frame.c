@@ -137,9 +137,9 @@ scimq_proto_encode_size(const scimq_proto_frame_t *f, size_t *hdr_len_p,
 }
 
 int
-scimq_proto_encode(const scimq_proto_frame_t *f, void *hdr_buf,
-                   size_t hdr_cap, struct iovec *iov, size_t iov_cap,
-                   size_t *iovcnt_p, uint64_t *frame_len_p)
+scimq_proto_encode(const scimq_proto_frame_t *f, void *hdr_buf, size_t hdr_cap,
+                   struct iovec *iov, size_t iov_cap, size_t *iovcnt_p,
+                   uint64_t *frame_len_p)
 {
     uint8_t *hdr = hdr_buf;
     struct encode_plan plan;
@@ -201,10 +201,9 @@ scimq_proto_encode(const scimq_proto_frame_t *f, void *hdr_buf,
     }
     *iovcnt_p = n;
     if (frame_len_p != NULL)
-        *frame_len_p = plan.header_len + plan.payload_len +
-                       ((f->flags & SCIMQ_PROTO_F_DATASUM)
-                            ? SCIMQ_PROTO_TRAILER_LEN
-                            : 0);
+        *frame_len_p =
+            plan.header_len + plan.payload_len +
+            ((f->flags & SCIMQ_PROTO_F_DATASUM) ? SCIMQ_PROTO_TRAILER_LEN : 0);
     return 0;
 }
 
@@ -264,27 +263,27 @@ struct scimq_proto_decoder {
     enum decoder_state state;
     int error;
 
-    uint8_t *hdr;       /* header bytes; grows up to lim.max_header_len */
+    uint8_t *hdr; /* header bytes; grows up to lim.max_header_len */
     uint32_t hdr_cap;
     uint32_t hdr_have;
-    uint32_t hdr_len;   /* from the fixed header */
+    uint32_t hdr_len; /* from the fixed header */
     uint16_t args_len;
     bool have_request_id;
 
     scimq_proto_frame_t frame;
-    bool frame_valid;    /* header parsed */
+    bool frame_valid; /* header parsed */
     scimq_proto_block_t *blocks;
     uint32_t blocks_cap;
 
-    uint8_t *payload;    /* caller's buffer, ours when payload_owned */
+    uint8_t *payload; /* caller's buffer, ours when payload_owned */
     bool payload_owned;
     bool discard;
     uint64_t payload_have;
-    uint32_t crc;        /* running CRC32C of the payload */
+    uint32_t crc; /* running CRC32C of the payload */
     uint8_t trailer[SCIMQ_PROTO_TRAILER_LEN];
     uint32_t trailer_have;
 
-    size_t iov_bytes;    /* bytes described by the last _iov() call */
+    size_t iov_bytes; /* bytes described by the last _iov() call */
     uint8_t scratch[DECODER_SCRATCH];
 };
 
@@ -383,9 +382,10 @@ scimq_proto_decoder_reset(scimq_proto_decoder_t *dec)
 static int
 fixed_prefix_check(const scimq_proto_decoder_t *dec)
 {
-    static const uint8_t magic[4] = {
-        (uint8_t) (SCIMQ_PROTO_MAGIC >> 24), (uint8_t) (SCIMQ_PROTO_MAGIC >> 16),
-        (uint8_t) (SCIMQ_PROTO_MAGIC >> 8), (uint8_t) SCIMQ_PROTO_MAGIC};
+    static const uint8_t magic[4] = {(uint8_t) (SCIMQ_PROTO_MAGIC >> 24),
+                                     (uint8_t) (SCIMQ_PROTO_MAGIC >> 16),
+                                     (uint8_t) (SCIMQ_PROTO_MAGIC >> 8),
+                                     (uint8_t) SCIMQ_PROTO_MAGIC};
     uint32_t n = dec->hdr_have < 4 ? dec->hdr_have : 4;
 
     if (memcmp(dec->hdr, magic, n) != 0)
@@ -600,8 +600,8 @@ scimq_proto_decoder_iov(scimq_proto_decoder_t *dec, struct iovec *iov,
 
         if (dec->discard) {
             iov[n].iov_base = dec->scratch;
-            iov[n++].iov_len = left < DECODER_SCRATCH ? (size_t) left
-                                                      : DECODER_SCRATCH;
+            iov[n++].iov_len =
+                left < DECODER_SCRATCH ? (size_t) left : DECODER_SCRATCH;
             break;
         }
         iov[n].iov_base = dec->payload + dec->payload_have;
@@ -761,8 +761,7 @@ scimq_proto_decoder_set_payload(scimq_proto_decoder_t *dec, void *buf,
     dec->payload = buf;
     dec->discard = (buf == NULL);
     for (uint32_t i = 0; i < f->block_count; i++) {
-        f->blocks[i].data =
-            buf != NULL ? (uint8_t *) buf + off : NULL;
+        f->blocks[i].data = buf != NULL ? (uint8_t *) buf + off : NULL;
         off += f->blocks[i].len;
     }
     dec->state = ST_PAYLOAD;

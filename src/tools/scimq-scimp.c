@@ -387,8 +387,8 @@ print_frame(const scimq_proto_frame_t *f, uint64_t n)
         break;
     case SCIMQ_PROTO_OP_QUEUE_BIND:
     case SCIMQ_PROTO_OP_QUEUE_UNBIND:
-        printf(" queue=%.*s target=%.*s", a->pair.queue.len,
-               a->pair.queue.ptr, a->pair.target.len, a->pair.target.ptr);
+        printf(" queue=%.*s target=%.*s", a->pair.queue.len, a->pair.queue.ptr,
+               a->pair.target.len, a->pair.target.ptr);
         break;
     case SCIMQ_PROTO_OP_QUEUE_MOVE:
         printf(" queue=%.*s target=%.*s max=%" PRIu64, a->move.queue.len,
@@ -408,8 +408,7 @@ print_frame(const scimq_proto_frame_t *f, uint64_t n)
     }
     for (uint32_t i = 0; i < f->block_count; i++)
         printf(" [%.*s:%" PRIu64 "]", (int) f->blocks[i].name_len,
-               f->blocks[i].name ? f->blocks[i].name : "",
-               f->blocks[i].len);
+               f->blocks[i].name ? f->blocks[i].name : "", f->blocks[i].len);
     printf("\n");
 }
 
@@ -438,8 +437,8 @@ verify_frame(const scimq_proto_frame_t *f, struct dump_stats *st)
 }
 
 static void
-dump_summary(const struct dump_stats *st, double seconds, bool verify,
-             int err, uint64_t offset)
+dump_summary(const struct dump_stats *st, double seconds, bool verify, int err,
+             uint64_t offset)
 {
     json_t *by_op = json_object(), *root;
     char *text;
@@ -461,13 +460,15 @@ dump_summary(const struct dump_stats *st, double seconds, bool verify,
                             json_integer((json_int_t) st->corrupt));
         json_object_set_new(root, "not_synthetic",
                             json_integer((json_int_t) st->not_synthetic));
-        json_object_set_new(root, "lost", json_integer((json_int_t) seq_lost(st)));
+        json_object_set_new(root, "lost",
+                            json_integer((json_int_t) seq_lost(st)));
         json_object_set_new(root, "duplicates",
                             json_integer((json_int_t) st->duplicates));
     }
     if (err != 0) {
         json_object_set_new(root, "error", json_string(scimq_err_name(err)));
-        json_object_set_new(root, "error_text", json_string(scimq_strerror(err)));
+        json_object_set_new(root, "error_text",
+                            json_string(scimq_strerror(err)));
         json_object_set_new(root, "error_offset",
                             json_integer((json_int_t) offset));
     } else {

@@ -30,7 +30,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FUZZ_MAX_PAYLOAD (1u << 20)
 
 enum feed_style { FEED_ALL, FEED_CHUNKS, FEED_IOV, FEED_STYLES };
-enum payload_style { PAYLOAD_ALLOC, PAYLOAD_CALLER, PAYLOAD_DISCARD, PAYLOAD_STYLES };
+enum payload_style {
+    PAYLOAD_ALLOC,
+    PAYLOAD_CALLER,
+    PAYLOAD_DISCARD,
+    PAYLOAD_STYLES
+};
 
 static void
 check_canonical(const scimq_proto_frame_t *f, const uint8_t *wire, size_t len)
@@ -40,8 +45,9 @@ check_canonical(const scimq_proto_frame_t *f, const uint8_t *wire, size_t len)
     int rc = scimq_proto_encode_alloc(f, &buf, &n);
 
     if (rc != 0 || n != len || memcmp(buf, wire, len) != 0) {
-        fprintf(stderr, "BUG: accepted frame (opcode %u, %zu bytes) does "
-                        "not re-encode to itself (rc %d, %zu bytes)\n",
+        fprintf(stderr,
+                "BUG: accepted frame (opcode %u, %zu bytes) does "
+                "not re-encode to itself (rc %d, %zu bytes)\n",
                 f->opcode, len, rc, rc == 0 ? n : 0);
         abort();
     }
@@ -63,8 +69,8 @@ feed(scimq_proto_decoder_t *dec, enum feed_style style, const uint8_t *in,
     case FEED_IOV:
         niov = scimq_proto_decoder_iov(dec, iov, 2);
         for (size_t i = 0; i < niov && copied < len; i++) {
-            size_t k = len - copied < iov[i].iov_len ? len - copied
-                                                     : iov[i].iov_len;
+            size_t k =
+                len - copied < iov[i].iov_len ? len - copied : iov[i].iov_len;
 
             memcpy(iov[i].iov_base, in + copied, k);
             copied += k;
@@ -90,8 +96,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (size < 1)
         return 0;
-    fstyle = (enum feed_style) (data[0] % FEED_STYLES);
-    pstyle = (enum payload_style) ((data[0] / FEED_STYLES) % PAYLOAD_STYLES);
+    fstyle = (enum feed_style)(data[0] % FEED_STYLES);
+    pstyle = (enum payload_style)((data[0] / FEED_STYLES) % PAYLOAD_STYLES);
 
     scimq_proto_limits_default(&lim);
     lim.max_payload_len = FUZZ_MAX_PAYLOAD;

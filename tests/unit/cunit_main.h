@@ -57,8 +57,7 @@ scimq_cunit_run(const struct scimq_cunit_suite *suites)
     }
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
-    failed = CU_get_number_of_tests_failed() +
-             CU_get_number_of_suites_failed();
+    failed = CU_get_number_of_tests_failed() + CU_get_number_of_suites_failed();
     CU_cleanup_registry();
     return failed == 0 ? 0 : 1;
 fail:

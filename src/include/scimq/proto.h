@@ -108,7 +108,8 @@ enum scimq_proto_queue_kind {
 
 /** Opcode numbers: SCIMQ_PROTO_OP_HELLO, ... */
 enum scimq_proto_opcode {
-#define SCIMQ_PROTO_OP_ENUM(name, num, args, blocks) SCIMQ_PROTO_OP_##name = num,
+#define SCIMQ_PROTO_OP_ENUM(name, num, args, blocks)                           \
+    SCIMQ_PROTO_OP_##name = num,
     SCIMQ_PROTO_OPCODE_MAP(SCIMQ_PROTO_OP_ENUM)
 #undef SCIMQ_PROTO_OP_ENUM
 };
@@ -136,11 +137,11 @@ typedef union scimq_proto_args {
         uint8_t session_id[SCIMQ_PROTO_SESSION_ID_LEN]; /* 0 = new */
         scimq_proto_str_t client_name;
     } hello;
-    struct { /* WELCOME: server's answer to HELLO */
+    struct {                   /* WELCOME: server's answer to HELLO */
         uint8_t version;       /* chosen session protocol version */
         uint8_t auth_required; /* 1: AUTH must follow before anything else */
         uint16_t stream_index;
-        uint64_t max_payload;  /* largest payload the server accepts */
+        uint64_t max_payload; /* largest payload the server accepts */
         uint8_t session_id[SCIMQ_PROTO_SESSION_ID_LEN];
         uint8_t nonce[SCIMQ_PROTO_NONCE_LEN]; /* challenge for AUTH */
         scimq_proto_str_t server_name;
@@ -169,7 +170,7 @@ typedef union scimq_proto_args {
         uint64_t credit_bytes;
         scimq_proto_str_t queue;
     } get;
-    struct { /* DELIVER: one message to a consumer */
+    struct {                  /* DELIVER: one message to a consumer */
         uint64_t delivery_id; /* names this delivery in ACK/NACK/EXTEND */
         uint64_t msg_id;
         uint32_t attempt; /* 1 on first delivery */
@@ -187,7 +188,7 @@ typedef union scimq_proto_args {
         uint64_t delivery_id;
         uint32_t lease_ms;
     } extend;
-    struct { /* QUEUE_DECLARE */
+    struct {          /* QUEUE_DECLARE */
         uint8_t kind; /* enum scimq_proto_queue_kind */
         uint32_t ack_timeout_ms;
         uint32_t max_attempts; /* 0: unlimited */
@@ -376,7 +377,8 @@ SCIMQ_EXPORT int scimq_proto_decoder_feed(scimq_proto_decoder_t *dec,
  * fixed header, of the header, or of payload plus trailer.  Reading no
  * more than this never reads into the next frame.
  */
-SCIMQ_EXPORT uint64_t scimq_proto_decoder_need(const scimq_proto_decoder_t *dec);
+SCIMQ_EXPORT uint64_t
+scimq_proto_decoder_need(const scimq_proto_decoder_t *dec);
 
 /**
  * Non-zero when the decoder is between frames (no byte of a frame read
