@@ -34,7 +34,7 @@ enum scimq_param_type {
     X(LOG_FILE, "log_file", STR, "",                                           \
       "append log lines to this file instead of stderr")                       \
     X(PROTO_MAX_HEADER, "proto_max_header", SIZE, "64KiB",                     \
-      "largest SciMP frame header accepted (args + block table + names)")      \
+      "largest SciMP frame header accepted (fixed + args + table + names)")    \
     X(PROTO_MAX_BLOCKS, "proto_max_blocks", INT, "256",                        \
       "largest number of blocks per SciMP frame accepted")                     \
     X(PROTO_MAX_NAME, "proto_max_name", INT, "255",                            \

@@ -31,15 +31,14 @@ scimq__synth_fill(void *buf, size_t len, uint64_t seq)
 
     if (buf == NULL || len < SCIMQ_SYNTH_HEADER_LEN)
         return SCIMQ_EINVAL;
-    for (; i + 8 <= len; i += 8) {
-        uint64_t r = splitmix64(&state);
-
-        memcpy(p + i, &r, 8);
-    }
+    /* Big-endian like every other SciMQ byte, so the filler is portable. */
+    for (; i + 8 <= len; i += 8)
+        wire_put64(p + i, splitmix64(&state));
     if (i < len) {
-        uint64_t r = splitmix64(&state);
+        uint8_t last[8];
 
-        memcpy(p + i, &r, len - i);
+        wire_put64(last, splitmix64(&state));
+        memcpy(p + i, last, len - i);
     }
     memcpy(p, synth_magic, sizeof(synth_magic));
     wire_put64(p + 8, seq);

@@ -13,7 +13,8 @@
  *     fixed header (40 bytes) | args | block table | names | data | [crc]
  *
  * - fixed header: magic, version, opcode, flags, request id, header length,
- *   args length, block count, header checksum, payload length;
+ *   args length, reserved (zero), block count, header checksum, payload
+ *   length;
  * - args: the opcode's own fields (see the SCIMQ_PROTO_OPCODE_MAP table);
  * - block table: (name length u32, data length u64) per block;
  * - names: the block names, back to back, not NUL-terminated;
@@ -342,8 +343,8 @@ enum scimq_proto_event {
  *
  * \param lim     limits to enforce (copied); NULL for the defaults.
  * \param dec_p   the new decoder.
- * \return 0; SCIMQ_EINVAL when a limit exceeds its hard ceiling;
- *         SCIMQ_ENOMEM.
+ * \return 0; SCIMQ_EINVAL when max_header_len is below the fixed header
+ *         (40) or above SCIMQ_PROTO_MAX_HEADER_CAP; SCIMQ_ENOMEM.
  */
 SCIMQ_EXPORT SCIMQ_WARN_UNUSED_RESULT int
 scimq_proto_decoder_create(const scimq_proto_limits_t *lim,
