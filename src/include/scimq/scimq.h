@@ -20,6 +20,7 @@
 #include <scimq/version.h>
 #include <scimq/error.h>
 #include <scimq/proto.h>
+#include <scimq/client.h>
 
 #ifdef __cplusplus
 extern "C" {

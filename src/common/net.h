@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Addresses and TCP socket tuning shared by the gateway and the client. */
+#ifndef SCIMQ_COMMON_NET_H
+#define SCIMQ_COMMON_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SCIMQ_HOST_MAX 256
+
+/*
+ * Parses "HOST:PORT", "[IPV6]:PORT" or a URL "scimq://HOST:PORT[/]".  HOST
+ * may be empty in "HOST:PORT" (meaning any address); PORT 0 means any free
+ * port.  Returns 0 or SCIMQ_EINVAL.
+ */
+int scimq__hostport_parse(const char *text, char *host, size_t hostlen,
+                          uint16_t *port_p);
+
+/*
+ * Applies the socket tunables to a connected or listening TCP socket:
+ * SO_SNDBUF / SO_RCVBUF (0 leaves kernel autotuning on), TCP_CONGESTION
+ * (NULL or "" keeps the system default) and TCP_NODELAY.  Failures are
+ * reported as a warning once per process and are not fatal: a missing
+ * congestion module must not stop data taking.
+ */
+void scimq__sock_tune(int fd, uint64_t sndbuf, uint64_t rcvbuf,
+                      const char *congestion);
+
+/* Same, with the values from the param table. */
+void scimq__sock_tune_default(int fd);
+
+/* What a socket really got, for statistics. */
+struct scimq_sock_info {
+    int sndbuf;          /* bytes, as reported by the kernel */
+    int rcvbuf;
+    char congestion[16]; /* "" if unknown */
+    uint32_t rtt_us;     /* smoothed RTT */
+    uint32_t retransmits;
+    uint32_t cwnd;       /* segments */
+};
+
+int scimq__sock_info(int fd, struct scimq_sock_info *info);
+
+#endif /* SCIMQ_COMMON_NET_H */
