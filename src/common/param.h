@@ -47,6 +47,32 @@ enum scimq_param_type {
       "socket receive buffer (>= bandwidth-delay product); 0: autotuning")     \
     X(NET_CONGESTION, "net_congestion", STR, "",                               \
       "TCP congestion control per socket (cubic, bbr, reno); empty: system")   \
+    X(GATEWAY_LISTEN, "gateway_listen", STR, "0.0.0.0:7470",                   \
+      "address the gateway listens on (HOST:PORT; port 0: any free port)")     \
+    X(GATEWAY_PORT_FILE, "gateway_port_file", STR, "",                         \
+      "file the gateway writes HOST:PORT to once it listens (atomically)")     \
+    X(GATEWAY_WORKERS, "gateway_workers", INT, "0",                            \
+      "event-loop worker threads; 0: one per core of the allowed cpuset")      \
+    X(GATEWAY_MEMORY_LIMIT, "gateway_memory_limit", SIZE, "1GiB",              \
+      "payload memory; past it payloads spill to the spill directory")         \
+    X(GATEWAY_SPILL_DIR, "gateway_spill_dir", STR, "",                         \
+      "directory for spilled payloads; empty: no spilling")                    \
+    X(GATEWAY_DISK_LIMIT, "gateway_disk_limit", SIZE, "16GiB",                 \
+      "spill bytes; past it producers are back-pressured (TCP)")               \
+    X(GATEWAY_TOKEN_FILE, "gateway_token_file", STR, "",                       \
+      "shared-secret token file; empty: no authentication")                    \
+    X(GATEWAY_ACK_TIMEOUT_MS, "gateway_ack_timeout_ms", INT, "60000",          \
+      "default lease of a guaranteed delivery before redelivery")              \
+    X(GATEWAY_HELLO_TIMEOUT_MS, "gateway_hello_timeout_ms", INT, "10000",      \
+      "time a new connection has to say HELLO (and AUTH)")                     \
+    X(GATEWAY_IDLE_TIMEOUT_MS, "gateway_idle_timeout_ms", INT, "60000",        \
+      "longest silence inside a frame before the connection is closed")        \
+    X(GATEWAY_DRAIN_TIMEOUT_MS, "gateway_drain_timeout_ms", INT, "30000",      \
+      "SIGTERM: longest wait for leased messages to be settled")               \
+    X(GATEWAY_REMOTE_ADMIN, "gateway_remote_admin", BOOL, "false",             \
+      "allow queue delete/bind/move from non-loopback peers")                  \
+    X(GATEWAY_MAX_CONNECTIONS, "gateway_max_connections", INT, "4096",         \
+      "connections accepted at once; more are refused")                        \
     X(PROTO_DATASUM, "proto_datasum", BOOL, "false",                           \
       "send a CRC32C of every payload (receivers always verify one)")
 
