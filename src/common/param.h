@@ -41,9 +41,9 @@ enum scimq_param_type {
       "longest block name accepted, in bytes")                                 \
     X(PROTO_MAX_PAYLOAD, "proto_max_payload", SIZE, "1GiB",                    \
       "largest message payload accepted")                                      \
-    X(NET_SNDBUF, "net_sndbuf", SIZE, "0",                                  \
+    X(NET_SNDBUF, "net_sndbuf", SIZE, "0",                                     \
       "socket send buffer (>= bandwidth-delay product); 0: kernel autotuning") \
-    X(NET_RCVBUF, "net_rcvbuf", SIZE, "0",                                  \
+    X(NET_RCVBUF, "net_rcvbuf", SIZE, "0",                                     \
       "socket receive buffer (>= bandwidth-delay product); 0: autotuning")     \
     X(NET_CONGESTION, "net_congestion", STR, "",                               \
       "TCP congestion control per socket (cubic, bbr, reno); empty: system")   \
