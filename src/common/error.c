@@ -20,8 +20,9 @@
 /* Only the codes below the offset have an errno symbol to compare with. */
 #define SCIMQ_ERRNO_ONLY(X)                                                    \
     X(EPERM)                                                                   \
-    X(ENOENT) X(EINTR) X(EIO) X(E2BIG) X(EBADF) X(EAGAIN) X(ENOMEM) X(EACCES)  \
-        X(EBUSY) X(EEXIST) X(EINVAL) X(EMFILE) X(ENOSPC) X(EPIPE) X(ERANGE)    \
+    X(ENOENT)                                                                  \
+    X(EINTR) X(EIO) X(E2BIG) X(EBADF) X(EAGAIN) X(ENOMEM) X(EACCES) X(EBUSY)   \
+        X(EEXIST) X(EINVAL) X(EMFILE) X(ENOSPC) X(EPIPE) X(ERANGE)             \
             X(ENAMETOOLONG) X(ENOSYS) X(EPROTO) X(EOVERFLOW) X(EMSGSIZE)       \
                 X(ENOTSUP) X(EADDRINUSE) X(ENETUNREACH) X(ECONNABORTED)        \
                     X(ECONNRESET) X(ENOBUFS) X(ENOTCONN) X(ESHUTDOWN)          \

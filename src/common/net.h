@@ -31,12 +31,12 @@ void scimq__sock_tune_default(int fd);
 
 /* What a socket really got, for statistics. */
 struct scimq_sock_info {
-    int sndbuf;          /* bytes, as reported by the kernel */
+    int sndbuf; /* bytes, as reported by the kernel */
     int rcvbuf;
     char congestion[16]; /* "" if unknown */
     uint32_t rtt_us;     /* smoothed RTT */
     uint32_t retransmits;
-    uint32_t cwnd;       /* segments */
+    uint32_t cwnd; /* segments */
 };
 
 int scimq__sock_info(int fd, struct scimq_sock_info *info);

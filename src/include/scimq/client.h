@@ -52,10 +52,10 @@ typedef struct scimq_client_options {
     const char *client_name;     /**< shown in gateway stats; "libscimq" */
     uint32_t confirm_window;     /**< unconfirmed PUTs in flight; 64 */
     uint32_t connect_timeout_ms; /**< per connection attempt; 10000 */
-    uint32_t reconnect_ms;       /**< give up reconnecting a stream after; 30000 */
-    uint32_t request_timeout_ms; /**< queue management replies; 30000 */
-    uint64_t sndbuf, rcvbuf;     /**< socket buffers; 0: param table */
-    const char *congestion;      /**< TCP_CONGESTION; NULL: param table */
+    uint32_t reconnect_ms; /**< give up reconnecting a stream after; 30000 */
+    uint32_t request_timeout_ms;      /**< queue management replies; 30000 */
+    uint64_t sndbuf, rcvbuf;          /**< socket buffers; 0: param table */
+    const char *congestion;           /**< TCP_CONGESTION; NULL: param table */
     scimq_alloc_fn payload_alloc;     /**< NULL: malloc */
     scimq_release_fn payload_release; /**< NULL: free */
     void *alloc_arg;
@@ -94,7 +94,7 @@ typedef struct scimq_message {
     const char *queue;
     uint32_t block_count;
     const scimq_block_t *blocks; /**< data point into one payload buffer */
-    void *payload;               /**< the payload buffer (blocks back to back) */
+    void *payload; /**< the payload buffer (blocks back to back) */
     uint64_t payload_len;
     void *payload_ctx; /**< the payload_alloc context, if one was used */
 } scimq_message_t;
@@ -213,25 +213,22 @@ SCIMQ_EXPORT void scimq_message_free(scimq_client_t *c, scimq_message_t *msg);
 SCIMQ_EXPORT int scimq_client_queue_declare(scimq_client_t *c,
                                             const char *queue,
                                             const scimq_queue_options_t *opts);
-SCIMQ_EXPORT int scimq_client_queue_delete(scimq_client_t *c,
-                                           const char *queue,
+SCIMQ_EXPORT int scimq_client_queue_delete(scimq_client_t *c, const char *queue,
                                            uint64_t *discarded_p);
 /** PUTs to queue also land in target (fan-out, payload shared). */
 SCIMQ_EXPORT int scimq_client_queue_bind(scimq_client_t *c, const char *queue,
                                          const char *target);
-SCIMQ_EXPORT int scimq_client_queue_unbind(scimq_client_t *c,
-                                           const char *queue,
+SCIMQ_EXPORT int scimq_client_queue_unbind(scimq_client_t *c, const char *queue,
                                            const char *target);
 /** End of stream: no more PUTs; consumers get SCIMQ_EOS once drained. */
-SCIMQ_EXPORT int scimq_client_queue_close(scimq_client_t *c,
-                                          const char *queue);
+SCIMQ_EXPORT int scimq_client_queue_close(scimq_client_t *c, const char *queue);
 /** Moves up to max_msgs (0: all) ready messages from queue to target. */
 SCIMQ_EXPORT int scimq_client_queue_move(scimq_client_t *c, const char *queue,
                                          const char *target, uint64_t max_msgs,
                                          uint64_t *moved_p);
 /** Lists queues whose name starts with prefix; *json_p is freed with free(). */
-SCIMQ_EXPORT int scimq_client_queue_list(scimq_client_t *c,
-                                         const char *prefix, char **json_p);
+SCIMQ_EXPORT int scimq_client_queue_list(scimq_client_t *c, const char *prefix,
+                                         char **json_p);
 /** Gateway statistics (queue NULL: all) as JSON; free(*json_p). */
 SCIMQ_EXPORT int scimq_client_stats(scimq_client_t *c, const char *queue,
                                     char **json_p);
