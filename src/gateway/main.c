@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * scimq-gateway: the SciMQ queue manager daemon.
+ *
+ *   scimq-gateway [--listen HOST:PORT] [--port-file FILE]
+ *                 [--memory-limit SIZE] [--spill-dir DIR] [--disk-limit SIZE]
+ *                 [--token-file FILE] [--config FILE] [--workers N] ...
+ *
+ * Signals: SIGTERM drains (no new connections or PUTs, waits for leased
+ * messages to be settled, up to the drain timeout), SIGINT stops at once,
+ * SIGHUP reopens the log file.  On exit it prints one JSON summary line.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include <scimq/scimq.h>
+
+#include "broker.h"
+#include "common/auth.h"
+#include "common/log.h"
+#include "common/net.h"
+#include "common/param.h"
+#include "common/topo.h"
+#include "spill.h"
+#include "worker.h"
+
+static const struct option options[] = {
+    {"listen", required_argument, NULL, 'l'},
+    {"port-file", required_argument, NULL, 'p'},
+    {"memory-limit", required_argument, NULL, 'm'},
+    {"spill-dir", required_argument, NULL, 's'},
+    {"disk-limit", required_argument, NULL, 'd'},
+    {"token-file", required_argument, NULL, 't'},
+    {"config", required_argument, NULL, 'c'},
+    {"workers", required_argument, NULL, 'w'},
+    {"ack-timeout-ms", required_argument, NULL, 'a'},
+    {"log-file", required_argument, NULL, 'L'},
+    {"log-level", required_argument, NULL, 'v'},
+    {"remote-admin", no_argument, NULL, 'R'},
+    {"set", required_argument, NULL, 'S'},
+    {"list-params", no_argument, NULL, 'P'},
+    {"version", no_argument, NULL, 'V'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
+static void
+usage(FILE *out)
+{
+    fprintf(out,
+            "usage: scimq-gateway [options]\n"
+            "  --listen HOST:PORT     listen address (port 0: any free port)\n"
+            "  --port-file FILE       write HOST:PORT there once listening\n"
+            "  --memory-limit SIZE    payload memory before spilling (1GiB)\n"
+            "  --spill-dir DIR        where payloads spill (default: none)\n"
+            "  --disk-limit SIZE      spill space before back-pressure "
+            "(16GiB)\n"
+            "  --token-file FILE      shared secret; clients must "
+            "authenticate\n"
+            "  --config FILE          INI file of settings (see "
+            "--list-params)\n"
+            "  --workers N            event-loop threads (0: one per core)\n"
+            "  --ack-timeout-ms MS    default lease before redelivery\n"
+            "  --log-file FILE        log there (SIGHUP reopens it)\n"
+            "  --log-level SPEC       e.g. info or warn,gateway=debug\n"
+            "  --remote-admin         allow delete/bind/move from any host\n"
+            "  --set NAME=VALUE       any setting of --list-params\n"
+            "  --list-params          print every setting and exit\n"
+            "  --version              print the version and exit\n"
+            "SIZE takes B, KiB, MiB, GiB suffixes.  Settings also come from "
+            "SCIMQ_<NAME>\nenvironment variables.  SIGTERM drains, SIGINT "
+            "stops, SIGHUP reopens logs.\n");
+}
+
+/* Maps a flag to the setting it stands for. */
+static const char *
+flag_param(int c)
+{
+    switch (c) {
+    case 'l':
+        return "gateway_listen";
+    case 'p':
+        return "gateway_port_file";
+    case 'm':
+        return "gateway_memory_limit";
+    case 's':
+        return "gateway_spill_dir";
+    case 'd':
+        return "gateway_disk_limit";
+    case 't':
+        return "gateway_token_file";
+    case 'w':
+        return "gateway_workers";
+    case 'a':
+        return "gateway_ack_timeout_ms";
+    case 'L':
+        return "log_file";
+    case 'v':
+        return "log_level";
+    default:
+        return NULL;
+    }
+}
+
+/* Config file first, then flags, so flags win (and env sits between). */
+static int
+parse_args(int argc, char **argv)
+{
+    char err[512];
+    int c, rc;
+
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        if (c != 'c')
+            continue;
+        rc = scimq__param_load_file(optarg, err, sizeof(err));
+        if (rc != 0) {
+            fprintf(stderr, "scimq-gateway: %s\n", err);
+            return 2;
+        }
+    }
+    optind = 1;
+    opterr = 1;
+    while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        const char *name = flag_param(c);
+        char *eq;
+
+        if (name != NULL) {
+            rc = scimq__param_set(name, optarg);
+            if (rc != 0) {
+                fprintf(stderr, "scimq-gateway: bad value '%s' for %s\n",
+                        optarg, name);
+                return 2;
+            }
+            continue;
+        }
+        switch (c) {
+        case 'c':
+            break;
+        case 'R':
+            (void) scimq__param_set("gateway_remote_admin", "true");
+            break;
+        case 'S':
+            eq = strchr(optarg, '=');
+            if (eq == NULL) {
+                fprintf(stderr, "scimq-gateway: --set wants NAME=VALUE\n");
+                return 2;
+            }
+            *eq = '\0';
+            rc = scimq__param_set(optarg, eq + 1);
+            if (rc != 0) {
+                fprintf(stderr, "scimq-gateway: --set %s: %s\n", optarg,
+                        rc == SCIMQ_ENOENT ? "no such setting" : "bad value");
+                return 2;
+            }
+            break;
+        case 'P':
+            scimq__param_print(stdout);
+            exit(0);
+        case 'V':
+            printf("scimq-gateway %s (SciMP %d)\n", scimq_version_string(),
+                   SCIMQ_PROTO_VERSION);
+            exit(0);
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "scimq-gateway: unexpected argument '%s'\n",
+                argv[optind]);
+        return 2;
+    }
+    return 0;
+}
+
+static int
+options_load(struct gw_options *o)
+{
+    const char *token_file = scimq__param_str(SCIMQ_PARAM_GATEWAY_TOKEN_FILE);
+    int64_t workers = scimq__param_int(SCIMQ_PARAM_GATEWAY_WORKERS);
+    int rc;
+
+    rc = scimq__hostport_parse(scimq__param_str(SCIMQ_PARAM_GATEWAY_LISTEN),
+                               o->listen_host, sizeof(o->listen_host),
+                               &o->listen_port);
+    if (rc != 0) {
+        fprintf(stderr,
+                "scimq-gateway: bad listen address '%s' "
+                "(HOST:PORT)\n",
+                scimq__param_str(SCIMQ_PARAM_GATEWAY_LISTEN));
+        return 2;
+    }
+    o->port_file = scimq__param_str(SCIMQ_PARAM_GATEWAY_PORT_FILE);
+    o->workers =
+        workers > 0 && workers <= 256 ? (int) workers : scimq__topo_ncores();
+    o->memory_limit = scimq__param_size(SCIMQ_PARAM_GATEWAY_MEMORY_LIMIT);
+    o->spill_dir = scimq__param_str(SCIMQ_PARAM_GATEWAY_SPILL_DIR);
+    o->disk_limit = scimq__param_size(SCIMQ_PARAM_GATEWAY_DISK_LIMIT);
+    o->ack_timeout_ms =
+        (uint32_t) scimq__param_int(SCIMQ_PARAM_GATEWAY_ACK_TIMEOUT_MS);
+    o->hello_timeout_ms =
+        (uint32_t) scimq__param_int(SCIMQ_PARAM_GATEWAY_HELLO_TIMEOUT_MS);
+    o->idle_timeout_ms =
+        (uint32_t) scimq__param_int(SCIMQ_PARAM_GATEWAY_IDLE_TIMEOUT_MS);
+    o->drain_timeout_ms =
+        (uint32_t) scimq__param_int(SCIMQ_PARAM_GATEWAY_DRAIN_TIMEOUT_MS);
+    o->remote_admin = scimq__param_bool(SCIMQ_PARAM_GATEWAY_REMOTE_ADMIN);
+    o->max_connections =
+        (int) scimq__param_int(SCIMQ_PARAM_GATEWAY_MAX_CONNECTIONS);
+    scimq__param_proto_limits(&o->limits);
+    if (o->ack_timeout_ms == 0 || o->memory_limit == 0) {
+        fprintf(stderr, "scimq-gateway: ack timeout and memory limit must "
+                        "be positive\n");
+        return 2;
+    }
+    if (token_file[0] != '\0') {
+        rc = scimq__token_load(token_file, &o->token, &o->token_len);
+        if (rc != 0) {
+            fprintf(stderr, "scimq-gateway: cannot use token file %s: %s\n",
+                    token_file, scimq_strerror(rc));
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* Writes HOST:PORT to the port file atomically (write + rename). */
+static int
+port_file_write(const char *path, const char *host, uint16_t port)
+{
+    char tmp[4096], name[256];
+    FILE *fp;
+
+    if (host[0] == '\0' || strcmp(host, "0.0.0.0") == 0 ||
+        strcmp(host, "::") == 0) {
+        if (gethostname(name, sizeof(name)) != 0)
+            snprintf(name, sizeof(name), "localhost");
+        name[sizeof(name) - 1] = '\0';
+        host = name;
+    }
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long) getpid());
+    fp = fopen(tmp, "w");
+    if (fp == NULL)
+        return -1;
+    fprintf(fp, strchr(host, ':') ? "[%s]:%u\n" : "%s:%u\n", host, port);
+    if (fclose(fp) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Signals and draining (main thread loop)                                   */
+/* ------------------------------------------------------------------------ */
+
+struct main_ctx {
+    struct gateway *gw;
+    uv_loop_t loop;
+    uv_signal_t sigterm, sigint, sighup;
+    uv_timer_t drain;
+    uint64_t drain_deadline;
+    int exit_code;
+};
+
+static void
+main_stop(struct main_ctx *m)
+{
+    uv_signal_stop(&m->sigterm);
+    uv_signal_stop(&m->sigint);
+    uv_signal_stop(&m->sighup);
+    uv_timer_stop(&m->drain);
+    uv_stop(&m->loop);
+}
+
+static void
+on_drain_timer(uv_timer_t *t)
+{
+    struct main_ctx *m = t->data;
+    uint64_t leased = gw_broker_leased(m->gw);
+
+    if (leased == 0) {
+        SCIMQ_LOG_WARN(GATEWAY, "drained: every leased message settled");
+        main_stop(m);
+    } else if (gw_now_ms() >= m->drain_deadline) {
+        SCIMQ_LOG_WARN(GATEWAY,
+                       "drain timeout: %" PRIu64 " leased messages unsettled",
+                       leased);
+        m->exit_code = 1;
+        main_stop(m);
+    }
+}
+
+static void
+on_signal(uv_signal_t *h, int signum)
+{
+    struct main_ctx *m = h->data;
+    struct gateway *gw = m->gw;
+
+    if (signum == SIGHUP) {
+        const char *file = scimq__param_str(SCIMQ_PARAM_LOG_FILE);
+
+        if (file[0] != '\0' && scimq__log_open(file) != 0)
+            fprintf(stderr, "scimq-gateway: cannot reopen %s\n", file);
+        SCIMQ_LOG_WARN(GATEWAY, "SIGHUP: log reopened");
+        return;
+    }
+    if (signum == SIGINT || atomic_load(&gw->draining)) {
+        SCIMQ_LOG_WARN(GATEWAY, "%s: stopping now",
+                       signum == SIGINT ? "SIGINT" : "second SIGTERM");
+        main_stop(m);
+        return;
+    }
+    SCIMQ_LOG_WARN(GATEWAY, "SIGTERM: draining (up to %u ms)",
+                   gw->opt.drain_timeout_ms);
+    atomic_store(&gw->draining, true);
+    gw_workers_stop_listening(gw);
+    m->drain_deadline = gw_now_ms() + gw->opt.drain_timeout_ms;
+    uv_timer_start(&m->drain, on_drain_timer, 0, 100);
+}
+
+static void
+print_summary(struct gateway *gw, int exit_code)
+{
+    json_t *st = gw_broker_stats(gw, NULL), *out;
+    char *text;
+
+    out =
+        json_pack("{s:s, s:O, s:O, s:O, s:O, s:O, s:i}", "tool",
+                  "scimq-gateway", "uptime_s", json_object_get(st, "uptime_s"),
+                  "bytes_in", json_object_get(st, "bytes_in"), "bytes_out",
+                  json_object_get(st, "bytes_out"), "totals",
+                  json_object_get(st, "totals"), "memory",
+                  json_object_get(st, "memory"), "exit_code", exit_code);
+    text = json_dumps(out, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (text != NULL)
+        printf("%s\n", text);
+    fflush(stdout);
+    free(text);
+    json_decref(out);
+    json_decref(st);
+}
+
+int
+main(int argc, char **argv)
+{
+    struct gateway gw;
+    struct main_ctx m = {.gw = &gw};
+    uint16_t port = 0;
+    int rc;
+
+    memset(&gw, 0, sizeof(gw));
+    signal(SIGPIPE, SIG_IGN);
+    rc = parse_args(argc, argv);
+    if (rc == 0)
+        rc = options_load(&gw.opt);
+    if (rc != 0)
+        return rc;
+    scimq__log_configure();
+    gw.n_workers = gw.opt.workers;
+    if (gw_broker_init(&gw) != 0 || gw_spill_start(&gw) != 0)
+        return 1;
+
+    /* Signals are handled on the main thread's own loop. */
+    uv_loop_init(&m.loop);
+    uv_signal_init(&m.loop, &m.sigterm);
+    uv_signal_init(&m.loop, &m.sigint);
+    uv_signal_init(&m.loop, &m.sighup);
+    uv_timer_init(&m.loop, &m.drain);
+    m.sigterm.data = m.sigint.data = m.sighup.data = m.drain.data = &m;
+    uv_signal_start(&m.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&m.sigint, on_signal, SIGINT);
+    uv_signal_start(&m.sighup, on_signal, SIGHUP);
+
+    rc = gw_workers_start(&gw, &port);
+    if (rc != 0) {
+        fprintf(stderr, "scimq-gateway: cannot listen on %s:%u: %s\n",
+                gw.opt.listen_host, gw.opt.listen_port, scimq_strerror(rc));
+        gw_spill_stop(&gw);
+        gw_broker_fini(&gw);
+        gw_spill_free(&gw);
+        return 1;
+    }
+    if (gw.opt.port_file[0] != '\0' &&
+        port_file_write(gw.opt.port_file, gw.opt.listen_host, port) != 0) {
+        fprintf(stderr, "scimq-gateway: cannot write port file %s: %s\n",
+                gw.opt.port_file, strerror(errno));
+        m.exit_code = 1;
+        main_stop(&m);
+    }
+    fprintf(stderr,
+            "scimq-gateway %s listening on %s:%u (%d workers, memory limit "
+            "%" PRIu64 " B, spill %s, auth %s)\n",
+            scimq_version_string(),
+            gw.opt.listen_host[0] ? gw.opt.listen_host : "*", port,
+            gw.n_workers, gw.opt.memory_limit,
+            gw.spill ? gw.opt.spill_dir : "off",
+            gw.opt.token ? "token" : "none");
+
+    if (m.exit_code == 0)
+        uv_run(&m.loop, UV_RUN_DEFAULT);
+
+    atomic_store(&gw.stopping, true);
+    gw_workers_stop(&gw);
+    gw_spill_stop(&gw);
+    print_summary(&gw, m.exit_code);
+    gw_broker_fini(&gw);
+    gw_spill_free(&gw);
+    if (gw.opt.port_file[0] != '\0')
+        unlink(gw.opt.port_file);
+    uv_close((uv_handle_t *) &m.sigterm, NULL);
+    uv_close((uv_handle_t *) &m.sigint, NULL);
+    uv_close((uv_handle_t *) &m.sighup, NULL);
+    uv_close((uv_handle_t *) &m.drain, NULL);
+    uv_run(&m.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&m.loop);
+    scimq__token_free(gw.opt.token, gw.opt.token_len);
+    return m.exit_code;
+}
