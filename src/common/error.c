@@ -18,16 +18,43 @@
  */
 #ifdef __linux__
 /* Only the codes below the offset have an errno symbol to compare with. */
-#define SCIMQ_ERRNO_ONLY(X)                                                    \
-    X(EPERM)                                                                   \
-    X(ENOENT)                                                                  \
-    X(EINTR) X(EIO) X(E2BIG) X(EBADF) X(EAGAIN) X(ENOMEM) X(EACCES) X(EBUSY)   \
-        X(EEXIST) X(EINVAL) X(EMFILE) X(ENOSPC) X(EPIPE) X(ERANGE)             \
-            X(ENAMETOOLONG) X(ENOSYS) X(EPROTO) X(EOVERFLOW) X(EMSGSIZE)       \
-                X(ENOTSUP) X(EADDRINUSE) X(ENETUNREACH) X(ECONNABORTED)        \
-                    X(ECONNRESET) X(ENOBUFS) X(ENOTCONN) X(ESHUTDOWN)          \
-                        X(ETIMEDOUT) X(ECONNREFUSED) X(EHOSTUNREACH)           \
-                            X(EALREADY) X(ECANCELED)
+/* clang-format off */
+#define SCIMQ_ERRNO_ONLY(X) \
+    X(EPERM) \
+    X(ENOENT) \
+    X(EINTR) \
+    X(EIO) \
+    X(E2BIG) \
+    X(EBADF) \
+    X(EAGAIN) \
+    X(ENOMEM) \
+    X(EACCES) \
+    X(EBUSY) \
+    X(EEXIST) \
+    X(EINVAL) \
+    X(EMFILE) \
+    X(ENOSPC) \
+    X(EPIPE) \
+    X(ERANGE) \
+    X(ENAMETOOLONG) \
+    X(ENOSYS) \
+    X(EPROTO) \
+    X(EOVERFLOW) \
+    X(EMSGSIZE) \
+    X(ENOTSUP) \
+    X(EADDRINUSE) \
+    X(ENETUNREACH) \
+    X(ECONNABORTED) \
+    X(ECONNRESET) \
+    X(ENOBUFS) \
+    X(ENOTCONN) \
+    X(ESHUTDOWN) \
+    X(ETIMEDOUT) \
+    X(ECONNREFUSED) \
+    X(EHOSTUNREACH) \
+    X(EALREADY) \
+    X(ECANCELED)
+/* clang-format on */
 #define CHECK_ONE(name)                                                        \
     _Static_assert(SCIMQ_##name == -name, "SCIMQ_" #name " != -" #name);
 SCIMQ_ERRNO_ONLY(CHECK_ONE)
