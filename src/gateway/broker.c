@@ -177,11 +177,19 @@ spill_room_locked(const struct gateway *gw, uint64_t len)
            gw->disk_used + gw->mem_spilling + len <= gw->opt.disk_limit;
 }
 
+/*
+ * May a new payload of len bytes be received now?  Under the memory limit,
+ * yes.  Over it, only if it can be spilled and the spill thread has caught
+ * up with earlier spills: otherwise a producer faster than the disk would
+ * grow memory without bound.  The overshoot is at most one payload per
+ * producer connection receiving at the same moment.
+ */
 static bool
 memory_room_locked(const struct gateway *gw, uint64_t len)
 {
-    return gw->mem_used + len <= gw->opt.memory_limit ||
-           spill_room_locked(gw, len);
+    if (gw->mem_used + len <= gw->opt.memory_limit)
+        return true;
+    return spill_room_locked(gw, len) && gw->mem_spilling == 0;
 }
 
 /*
@@ -1533,12 +1541,13 @@ gw_broker_stats(struct gateway *gw, const scimq_proto_str_t *queue)
                       "rcvbuf", ci->rcvbuf, "congestion", ci->congestion));
     }
     root = json_pack(
-        "{s:s, s:f, s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I, "
+        "{s:s, s:f, s:i, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I, "
         "s:{s:I, s:I, s:I, s:I}, s:{s:s, s:I, s:I, s:I, s:I, s:I}, "
         "s:{s:I, s:I, s:I, s:I}, s:o, s:o}",
         "version", PACKAGE_VERSION, "uptime_s",
         (double) (gw_now_ms() - gw->start_ms) / 1000.0, "workers",
         gw->n_workers, "connections", (json_int_t) HASH_COUNT(gw->conns),
+        "connections_accepted", (json_int_t) gw->st.connections_total,
         "sessions", (json_int_t) HASH_COUNT(gw->sessions), "bytes_in",
         (json_int_t) in, "bytes_out", (json_int_t) out, "rate_in_Bps",
         gw->rate_in_bps, "rate_out_Bps", gw->rate_out_bps, "frames_in",

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -364,6 +365,14 @@ main(int argc, char **argv)
 
     memset(&gw, 0, sizeof(gw));
     signal(SIGPIPE, SIG_IGN);
+    /*
+     * Payload buffers are large and short-lived: keep them in their own
+     * mappings so that freeing one returns its memory to the system at once
+     * (glibc would otherwise raise the threshold and keep freed payloads in
+     * the heap, and RSS would no longer follow the memory limit).
+     */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
     rc = parse_args(argc, argv);
     if (rc == 0)
         rc = options_load(&gw.opt);

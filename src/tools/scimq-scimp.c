@@ -33,10 +33,9 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "iofd.h"
+#include "seqset.h"
 #include "synth.h"
 
-/* Largest sequence number dump tracks for loss/duplicate accounting. */
-#define DUMP_MAX_TRACKED_SEQ (1ull << 28)
 /* Staging buffer for headers; payloads bypass it. */
 #define DUMP_STAGE_LEN (256u << 10)
 
@@ -54,8 +53,9 @@ usage(FILE *out)
 {
     fprintf(out,
             "usage: scimq-scimp gen  [--count N] [--size SIZE] [--queue Q]\n"
-            "                        [--datasum] [--all-opcodes] "
-            "[--output FILE]\n"
+            "                        [--datasum] [--all-opcodes | --only "
+            "OPCODE]\n"
+            "                        [--output FILE]\n"
             "       scimq-scimp dump [--quiet] [--verify] [FILE]\n"
             "       scimq-scimp --list-params | --version\n"
             "SIZE takes B, KiB, MiB, GiB suffixes.  gen writes to stdout "
@@ -69,8 +69,8 @@ usage(FILE *out)
 
 /* One sample frame of every opcode: a tour of the control plane. */
 static int
-gen_tour(int fd, uint64_t *req, uint16_t flags, uint64_t *frames,
-         uint64_t *bytes)
+gen_tour(int fd, uint64_t *req, uint16_t flags, const char *only,
+         uint64_t *frames, uint64_t *bytes)
 {
     static const char json[] = "{\"queues\":[\"demo\"]}";
     scimq_proto_block_t blk = {"json", 4, (void *) json, sizeof(json) - 1};
@@ -81,7 +81,8 @@ gen_tour(int fd, uint64_t *req, uint16_t flags, uint64_t *frames,
 
 #define STR(s) ((scimq_proto_str_t){s, (uint16_t) (sizeof(s) - 1)})
     for (unsigned int op = 1; op < 256; op++) {
-        if (scimq_proto_opcode_name(op) == NULL || op == SCIMQ_PROTO_OP_PUT)
+        if (scimq_proto_opcode_name(op) == NULL || op == SCIMQ_PROTO_OP_PUT ||
+            (only != NULL && strcmp(only, scimq_proto_opcode_name(op)) != 0))
             continue;
         memset(&f, 0, sizeof(f));
         f.opcode = (uint8_t) op;
@@ -178,10 +179,11 @@ cmd_gen(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"datasum", no_argument, NULL, 'd'},
         {"all-opcodes", no_argument, NULL, 'a'},
+        {"only", required_argument, NULL, 'O'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     uint64_t count = 10, size = 1u << 20, req = 0, bytes = 0, frames = 0;
-    const char *queue = "demo", *output = NULL;
+    const char *queue = "demo", *output = NULL, *only = NULL;
     bool tour = false;
     uint16_t flags = scimq__param_bool(SCIMQ_PARAM_PROTO_DATASUM)
                          ? SCIMQ_PROTO_F_DATASUM
@@ -191,7 +193,7 @@ cmd_gen(int argc, char **argv)
     double t0, dt;
     int c, fd = STDOUT_FILENO, rc = 0;
 
-    while ((c = getopt_long(argc, argv, "n:s:q:o:dah", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "n:s:q:o:daO:h", opts, NULL)) != -1) {
         switch (c) {
         case 'n':
             if (scimq__parse_size(optarg, &count) != 0) {
@@ -225,6 +227,10 @@ cmd_gen(int argc, char **argv)
         case 'a':
             tour = true;
             break;
+        case 'O':
+            only = optarg;
+            tour = true;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -249,7 +255,7 @@ cmd_gen(int argc, char **argv)
     }
 
     t0 = now_s();
-    if (tour && (rc = gen_tour(fd, &req, flags, &frames, &bytes)) != 0)
+    if (tour && (rc = gen_tour(fd, &req, flags, only, &frames, &bytes)) != 0)
         goto out;
     for (uint64_t seq = 0; seq < count; seq++) {
         scimq_proto_block_t blk = {"data", 4, payload, size};
@@ -300,47 +306,8 @@ struct dump_stats {
     uint64_t verified;
     uint64_t corrupt;
     uint64_t not_synthetic;
-    uint64_t duplicates;
-    uint64_t max_seq_plus1;
-    uint8_t *seen; /* bitmap of sequence numbers */
-    uint64_t seen_bits;
+    struct scimq_seqset seqs;
 };
-
-static int
-seq_mark(struct dump_stats *st, uint64_t seq)
-{
-    if (seq >= DUMP_MAX_TRACKED_SEQ)
-        return SCIMQ_ERANGE;
-    if (seq >= st->seen_bits) {
-        uint64_t bits = st->seen_bits ? st->seen_bits : 4096;
-        uint8_t *p;
-
-        while (bits <= seq)
-            bits *= 2;
-        p = realloc(st->seen, (size_t) (bits / 8));
-        if (p == NULL)
-            return SCIMQ_ENOMEM;
-        memset(p + st->seen_bits / 8, 0, (size_t) ((bits - st->seen_bits) / 8));
-        st->seen = p;
-        st->seen_bits = bits;
-    }
-    if (st->seen[seq / 8] & (1u << (seq % 8)))
-        st->duplicates++;
-    st->seen[seq / 8] |= (uint8_t) (1u << (seq % 8));
-    if (seq + 1 > st->max_seq_plus1)
-        st->max_seq_plus1 = seq + 1;
-    return 0;
-}
-
-static uint64_t
-seq_lost(const struct dump_stats *st)
-{
-    uint64_t have = 0;
-
-    for (uint64_t i = 0; i < st->max_seq_plus1; i++)
-        have += (st->seen[i / 8] >> (i % 8)) & 1u;
-    return st->max_seq_plus1 - have;
-}
 
 static void
 print_frame(const scimq_proto_frame_t *f, uint64_t n)
@@ -427,7 +394,7 @@ verify_frame(const scimq_proto_frame_t *f, struct dump_stats *st)
         if (b->name_len != 4 || memcmp(b->name, "data", 4) != 0)
             continue;
         rc = scimq__synth_verify(b->data, (size_t) b->len, &seq);
-        if (rc == 0 && seq_mark(st, seq) == 0)
+        if (rc == 0 && scimq__seqset_add(&st->seqs, seq) >= 0)
             st->verified++;
         else if (rc == SCIMQ_EINVAL)
             st->not_synthetic++;
@@ -460,10 +427,11 @@ dump_summary(const struct dump_stats *st, double seconds, bool verify, int err,
                             json_integer((json_int_t) st->corrupt));
         json_object_set_new(root, "not_synthetic",
                             json_integer((json_int_t) st->not_synthetic));
-        json_object_set_new(root, "lost",
-                            json_integer((json_int_t) seq_lost(st)));
+        json_object_set_new(
+            root, "lost",
+            json_integer((json_int_t) scimq__seqset_missing(&st->seqs, 0)));
         json_object_set_new(root, "duplicates",
-                            json_integer((json_int_t) st->duplicates));
+                            json_integer((json_int_t) st->seqs.duplicates));
     }
     if (err != 0) {
         json_object_set_new(root, "error", json_string(scimq_err_name(err)));
@@ -618,11 +586,13 @@ cmd_dump(int argc, char **argv)
 out:
     if (rc < 0 && dec == NULL)
         fprintf(stderr, "scimq-scimp dump: %s\n", scimq_strerror(rc));
-    failed = rc < 0 || (verify && (st.corrupt > 0 || seq_lost(&st) > 0));
+    failed =
+        rc < 0 ||
+        (verify && (st.corrupt > 0 || scimq__seqset_missing(&st.seqs, 0) > 0));
     scimq_proto_decoder_destroy(dec);
     free(stage);
     free(payload);
-    free(st.seen);
+    scimq__seqset_fini(&st.seqs);
     if (fd != STDIN_FILENO)
         close(fd);
     return failed ? 1 : 0;

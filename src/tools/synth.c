@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "config.h"
 
+#include <math.h>
 #include <string.h>
 
 #include <scimq/error.h>
@@ -66,4 +67,21 @@ scimq__synth_verify(const void *buf, size_t len, uint64_t *seq_p)
         return SCIMQ_EPROTO_DATASUM;
     *seq_p = wire_get64(p + 8);
     return 0;
+}
+
+uint64_t
+scimq__synth_size(uint64_t seq, uint64_t min, uint64_t max)
+{
+    uint64_t state = seq ^ 0x53495a45ull; /* "SIZE" */
+    double u, size;
+
+    if (min >= max)
+        return min;
+    u = (double) (splitmix64(&state) >> 11) * 0x1.0p-53;
+    size = (double) min * pow((double) max / (double) min, u * u * u * u);
+    if (size < (double) min)
+        return min;
+    if (size > (double) max)
+        return max;
+    return (uint64_t) size;
 }

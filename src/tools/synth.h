@@ -25,6 +25,14 @@
 int scimq__synth_fill(void *buf, size_t len, uint64_t seq);
 
 /*
+ * Size of message seq in a mixed-size stream between min and max: skewed
+ * toward small sizes (log-uniform in u^4), deterministic in seq, so that a
+ * mix of 1 KiB .. 16 MiB averages about 0.4 MiB while still sending the
+ * largest sizes regularly.  Returns min when min >= max.
+ */
+uint64_t scimq__synth_size(uint64_t seq, uint64_t min, uint64_t max);
+
+/*
  * Checks buf.  Returns 0 and the sequence number; SCIMQ_EINVAL when buf is
  * not a synthetic payload (too short, no magic, length mismatch) and
  * SCIMQ_EPROTO_DATASUM when it is one but corrupted.

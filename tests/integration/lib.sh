@@ -9,7 +9,6 @@ set -eu
 bindir="$top_builddir/src/tools"
 mult=${SCIMQ_TEST_TIMEOUT_MULTIPLIER:-1}
 workdir=$(mktemp -d "${TMPDIR:-/tmp}/scimq-test.XXXXXX")
-trap 'rm -rf "$workdir"' EXIT
 checks=0
 
 fail() {
@@ -38,4 +37,62 @@ json_get() {
 expect_eq() {
     [ "$2" = "$3" ] || fail "$1: expected '$2', got '$3'"
     ok "$1 = $2"
+}
+
+# ---------------------------------------------------------------------------
+# Gateway helpers.  Every process started here is stopped by PID on exit.
+# ---------------------------------------------------------------------------
+gwbin="$top_builddir/src/gateway/scimq-gateway"
+pids=""
+
+cleanup() {
+    for p in $pids; do
+        kill -KILL "$p" 2>/dev/null || true
+    done
+    rm -rf "$workdir"
+}
+trap cleanup EXIT
+
+# track PID: remember a background process so cleanup stops it.
+track() {
+    pids="$pids $1"
+}
+
+# start_gateway [ARGS...]: starts a gateway on 127.0.0.1 (any free port);
+# sets GW_PID, GW_URL, GW_PORT.  Output goes to $workdir/gateway.{out,err}.
+start_gateway() {
+    rm -f "$workdir/gateway.port"
+    "$gwbin" --listen 127.0.0.1:0 --port-file "$workdir/gateway.port" "$@" \
+        > "$workdir/gateway.out" 2> "$workdir/gateway.err" &
+    GW_PID=$!
+    track "$GW_PID"
+    i=0
+    while [ ! -s "$workdir/gateway.port" ]; do
+        i=$((i + 1))
+        if [ "$i" -gt $((100 * mult)) ] || ! kill -0 "$GW_PID" 2>/dev/null; then
+            cat "$workdir/gateway.err" >&2
+            fail "gateway did not start"
+        fi
+        sleep 0.1
+    done
+    GW_PORT=$(cut -d: -f2 "$workdir/gateway.port")
+    GW_URL="scimq://127.0.0.1:$GW_PORT"
+    export SCIMQ_URL="$GW_URL"
+}
+
+# stop_gateway: SIGTERM (drain) and wait; fails if it does not exit.
+stop_gateway() {
+    kill -TERM "$GW_PID" 2>/dev/null || return 0
+    i=0
+    while kill -0 "$GW_PID" 2>/dev/null; do
+        i=$((i + 1))
+        [ "$i" -gt $((300 * mult)) ] && fail "gateway ignored SIGTERM"
+        sleep 0.1
+    done
+    wait "$GW_PID" 2>/dev/null || true
+}
+
+# gw_stat FILTER: one value from the gateway's statistics.
+gw_stat() {
+    "$bindir/scimqctl" stats | jq -r "$1"
 }

@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libscimq internals, shared by the client modules:
+ *
+ *   client.c   the public API: runs in the caller's threads, encodes frames,
+ *              posts operations to the I/O thread and waits for results;
+ *   session.c  the I/O thread: command queue, routing of operations onto
+ *              streams, replies, deadlines, reconnection and shutdown;
+ *   conn.c     one stream: connect, handshake, zero-copy read, write;
+ *   message.c  received messages: DELIVER -> scimq_message_t, the local
+ *              FIFO, settlement and credit top-up.
+ *
+ * Threading: one mutex (c->lock) and one condition variable (c->cond)
+ * protect everything the API threads and the I/O thread share (marked
+ * "lock" below).  Everything marked "loop" belongs to the I/O thread alone.
+ * Immutable fields are set by scimq_client_open() before the I/O thread
+ * starts.
+ */
+#ifndef SCIMQ_CLIENT_INTERNAL_H
+#define SCIMQ_CLIENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <uv.h>
+
+#include <scimq/client.h>
+#include <scimq/proto.h>
+
+#include "list.h"
+
+/* Bytes of the staging buffer that receives frame headers. */
+#define CLIENT_STAGE_LEN (16u << 10)
+/* Period of the I/O thread's housekeeping timer (deadlines, stalls). */
+#define CLIENT_TICK_MS 50u
+/* First and largest pause between reconnection attempts of a stream. */
+#define CLIENT_BACKOFF_MIN_MS 20u
+#define CLIENT_BACKOFF_MAX_MS 1000u
+/* How often an unconfirmed PUT is sent before it fails. */
+#define CLIENT_PUT_MAX_SENDS 8u
+/* Longest wait for the gateway's BYE answers when closing. */
+#define CLIENT_BYE_WAIT_MS 2000u
+/*
+ * Request ids of GET frames carry this bit and the subscription id, so an
+ * ERROR naming a GET (e.g. its queue was deleted) finds its subscription.
+ * Every other request id comes from a counter that never reaches it.
+ */
+#define CLIENT_RID_SUB_BIT (UINT64_C(1) << 63)
+
+enum op_kind {
+    OP_OPEN,    /* connect the K streams */
+    OP_CLOSE,   /* say BYE on every stream and stop the I/O thread */
+    OP_REQUEST, /* one request waiting for OK, ERROR or PONG */
+    OP_PUT,     /* a PUT with CONFIRM, sent again after a stream drop */
+    OP_SEND     /* frames that have no reply (ACK, NACK, EXTEND, GET, BYE) */
+};
+
+/*
+ * One operation: posted by an API thread (or made by the I/O thread),
+ * routed onto a stream, completed by a reply, an error or a deadline.
+ * A waited operation (open, close, request, PUT without free_fn) is freed
+ * by the thread that waits for it; the others by the I/O thread.
+ */
+struct op {
+    struct scimq_list link; /* loop: c->cmds, c->queued or s->inflight */
+    struct op *hnext;       /* loop: chain of the pending-reply table */
+    enum op_kind kind;
+    uint64_t rid;      /* request id of the awaited reply (0: none) */
+    uint64_t get_rid;  /* subscribe: request id of the GET before the PING */
+    int prefer_stream; /* stream to use when it is up (ping: 0), or -1 */
+
+    /* The frame(s) on the wire: iovecs over mem and the caller's blocks. */
+    struct iovec *iov;
+    unsigned int iovcnt;
+    uint8_t *mem; /* encoded header bytes (and trailer) */
+    uint64_t frame_len;
+    uv_write_t wreq;
+
+    /* Loop state. */
+    struct stream *stream; /* stream written on, while waiting for a reply */
+    bool pending;          /* in the pending-reply table */
+    bool writing;          /* uv_write() has not called back yet */
+    bool orphaned;         /* its stream dropped while writing */
+    bool replied;          /* the reply came before the write callback */
+    int reply_rc;          /* ... and what it said */
+    uint64_t reply_value;
+    char *reply_json;
+    uint32_t sends;        /* PUT: times written */
+    uint64_t deadline_ns;  /* uv_hrtime() clock; 0: none */
+
+    /* PUT. */
+    scimq_free_fn free_fn; /* NULL: a caller waits (synchronous PUT) */
+    void *free_arg;
+
+    /* Result (lock). */
+    int rc;
+    uint64_t value;
+    char *json;
+    bool done;      /* the waiter may take the result */
+    bool waited;    /* a caller waits for it and frees it */
+    bool abandoned; /* the waiter gave up: the I/O thread frees it */
+};
+
+enum stream_state {
+    SS_IDLE,       /* no socket; not started yet */
+    SS_CONNECTING, /* TCP connect in progress */
+    SS_HELLO,      /* HELLO sent, waiting for WELCOME */
+    SS_AUTH,       /* AUTH sent, waiting for OK */
+    SS_UP,         /* usable */
+    SS_BYE,        /* BYE sent, waiting for the answer or EOF */
+    SS_CLOSING,    /* uv_close() called, waiting for its callback */
+    SS_WAIT,       /* socket closed, waiting to reconnect */
+    SS_DEAD        /* given up (reconnect_ms exceeded, or shutting down) */
+};
+
+/* One TCP stream of the session (loop). */
+struct stream {
+    struct scimq_client *c;
+    uint16_t index;
+    enum stream_state state;
+    uv_tcp_t tcp;
+    uv_connect_t creq;
+    uv_timer_t timer; /* connect+handshake timeout, then reconnect backoff */
+    int last_err;
+
+    /* Reading. */
+    scimq_proto_decoder_t *dec;
+    bool direct;     /* the last buffer handed to libuv was the decoder's */
+    bool rx_payload; /* the decoder waits for payload (or trailer) bytes */
+    void *rx_buf;    /* payload destination of the frame being read */
+    void *rx_ctx;    /* its payload_alloc context */
+    bool rx_user;    /* rx_buf came from opts.payload_alloc */
+    int rx_drop_rc;  /* DELIVER payload could not be allocated: NACK it */
+    uint8_t stage[CLIENT_STAGE_LEN];
+
+    /* Handshake. */
+    uint64_t hello_rid, auth_rid, bye_rid;
+    uint8_t hello_sid[SCIMQ_PROTO_SESSION_ID_LEN]; /* session the HELLO named */
+    uint64_t bye_deadline_ns;                      /* SS_BYE: close by then */
+    size_t addr_idx; /* address tried by the current connect */
+
+    /* Reconnection. */
+    uint64_t down_since_ns; /* 0 while up */
+    uint32_t backoff_ms;
+
+    /* Writing. */
+    struct scimq_list inflight; /* ops written here, waiting for a reply */
+    uint64_t unconfirmed;       /* PUT bytes waiting for PUT_OK here */
+    size_t wq_last;             /* write queue size at the last tick */
+    uint64_t wq_since_ns;       /* since when it has not moved */
+};
+
+/*
+ * A subscription (lock): the credit window the library keeps topped up.
+ * When the window shrinks the difference is a debt that swallows the next
+ * top-ups, since credit already granted cannot be taken back.
+ */
+struct sub {
+    struct scimq_list link;
+    char *queue;
+    uint32_t id;
+    uint32_t get_seq;
+    uint32_t window_msgs;
+    uint64_t window_bytes;
+    uint32_t debt_msgs;
+    uint64_t debt_bytes;
+    bool eos; /* EOS received: closed and drained */
+    int err;  /* the gateway failed a GET for it (queue deleted) */
+};
+
+/*
+ * What received messages need after their client is gone: the payload
+ * release function.  Shared by the client and every message it handed
+ * out, freed with the last of them.
+ */
+struct msg_ctx {
+    atomic_uint refs;
+    pthread_mutex_t lock;
+    struct scimq_client *client; /* NULL once the client is closed */
+    scimq_release_fn release;
+    void *arg;
+};
+
+/* A received message: the public part plus what settlement needs. */
+struct msg {
+    scimq_message_t pub;
+    struct scimq_list link; /* c->fifo while not handed out */
+    struct msg_ctx *ctx;
+    atomic_bool credited; /* settled or freed: credit already topped up */
+    bool user_payload;    /* payload from opts.payload_alloc */
+    uint32_t epoch;       /* c->epoch when it arrived */
+};
+
+struct scimq_client {
+    /* Immutable after open. */
+    scimq_client_options_t opts;
+    char *client_name;
+    char *congestion;
+    uint8_t *token;
+    size_t token_len;
+    struct sockaddr_storage *addrs;
+    socklen_t *addr_lens;
+    size_t naddrs;
+    scimq_proto_limits_t limits;
+    bool datasum;
+    struct msg_ctx *mctx;
+
+    /* Shared (lock). */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct scimq_list cmds; /* ops posted to the I/O thread */
+    struct scimq_list fifo; /* received messages not yet taken */
+    struct scimq_list subs;
+    uint32_t next_sub_id;
+    uint32_t puts_inflight; /* PUTs posted and not completed */
+    int async_err;          /* first failure of a PUT with free_fn */
+    int dead;               /* 0, or why the session is lost for good */
+    bool loop_stopped;      /* the wakeup handle is closed: post no more */
+    uint64_t max_payload;   /* smallest WELCOME max_payload */
+    uint32_t epoch;         /* bumped when a new session replaces a lost one */
+    atomic_uint_fast64_t next_rid;
+
+    /* Loop. */
+    uv_loop_t loop;
+    uv_async_t wakeup;
+    uv_timer_t tick;
+    pthread_t thread;
+    struct stream *streams;
+    uint16_t nstreams;
+    uint8_t session_id[SCIMQ_PROTO_SESSION_ID_LEN];
+    bool have_session;
+    bool had_session;        /* a session existed before (renewal) */
+    struct stream *creator;  /* the stream creating a session, if any */
+    uint16_t rr;             /* round-robin start of stream selection */
+    struct scimq_list queued; /* ops waiting for a usable stream */
+    struct op **pending;      /* ops waiting for a reply, by request id */
+    size_t pending_mask;
+    struct op *open_op;  /* the OP_OPEN in progress */
+    struct op *close_op; /* the OP_CLOSE in progress */
+    bool opening;        /* connecting the K streams for the first time */
+    bool stopping;       /* open failed or close called: no reconnection */
+    int open_rc;
+    bool finalized;
+};
+
+/* ---- client.c ----------------------------------------------------------- */
+
+/* A fresh request id from the counter (never 0, never CLIENT_RID_SUB_BIT). */
+uint64_t scimq__client_rid(struct scimq_client *c);
+
+/*
+ * Encodes control frames (no blocks) back to back into one op of the given
+ * kind.  Returns 0 or a SCIMQ_E* code.
+ */
+int scimq__op_frames(enum op_kind kind, const scimq_proto_frame_t *frames,
+                     size_t n, struct op **op_p);
+
+/* Frees an op and whatever result it still holds. */
+void scimq__op_free(struct op *op);
+
+/*
+ * Hands an op to the I/O thread.  Returns 0, or the session's error /
+ * SCIMQ_ECANCELED when it can take no more (the op is then not posted and
+ * still the caller's).
+ */
+int scimq__client_post(struct scimq_client *c, struct op *op);
+
+/* ---- session.c ---------------------------------------------------------- */
+
+/* The I/O thread. */
+void *scimq__session_main(void *arg);
+
+/* uv_async callback: takes the posted ops. */
+void scimq__session_wakeup(uv_async_t *async);
+
+/* uv_timer callback of c->tick. */
+void scimq__session_tick(uv_timer_t *timer);
+
+/* Routes an op onto a usable stream, or queues it until one is up. */
+void scimq__session_submit(struct scimq_client *c, struct op *op);
+
+/* Completes a waited or asynchronous op with a result. */
+void scimq__session_complete(struct scimq_client *c, struct op *op, int rc,
+                             uint64_t value, char *json);
+
+/* Events from conn.c. */
+void scimq__session_stream_up(struct scimq_client *c, struct stream *s);
+void scimq__session_stream_down(struct scimq_client *c, struct stream *s,
+                                int rc);
+void scimq__session_stream_closed(struct scimq_client *c, struct stream *s);
+void scimq__session_write_done(struct scimq_client *c, struct stream *s,
+                               struct op *op, int status);
+/* No reply will come on s any more (its BYE): its ops go elsewhere. */
+void scimq__session_stream_gone(struct scimq_client *c, struct stream *s);
+/* A new session replaced a lost one: renews the subscriptions' credit. */
+void scimq__session_renewed(struct scimq_client *c);
+/* A frame after the handshake.  Returns 0 or an error that drops s. */
+int scimq__session_frame(struct scimq_client *c, struct stream *s,
+                         const scimq_proto_frame_t *f);
+
+/* ---- conn.c ------------------------------------------------------------- */
+
+int scimq__conn_init(struct scimq_client *c, struct stream *s,
+                     uint16_t index);
+void scimq__conn_fini(struct stream *s);
+/* Starts a connection attempt (connect, then HELLO and AUTH). */
+void scimq__conn_start(struct stream *s);
+/* Drops the stream: closes the socket, hands its ops back to the session. */
+void scimq__conn_fail(struct stream *s, int rc);
+/* Writes op's iovecs on s.  Returns 0 or an error (s is then failed). */
+int scimq__conn_write(struct stream *s, struct op *op);
+/* Sends BYE and waits for the answer (close). */
+void scimq__conn_bye(struct stream *s);
+/* True when s has a socket (connecting, handshaking, up or closing). */
+bool scimq__conn_has_socket(const struct stream *s);
+
+/* ---- message.c ---------------------------------------------------------- */
+
+int scimq__msg_ctx_create(scimq_release_fn release, void *arg,
+                          struct scimq_client *c, struct msg_ctx **ctx_p);
+/* Detaches the client (at close) and drops its reference. */
+void scimq__msg_ctx_detach(struct msg_ctx *ctx);
+
+/*
+ * Chooses where a frame's payload goes (HEADER_READY): DELIVER payloads
+ * into opts.payload_alloc or malloc memory, OK payloads (JSON) into malloc
+ * memory with room for a NUL, anything else is discarded.
+ */
+int scimq__msg_payload_dest(struct scimq_client *c, struct stream *s,
+                            const scimq_proto_frame_t *f);
+/* Releases a payload destination that will not become a message. */
+void scimq__msg_payload_drop(struct scimq_client *c, struct stream *s);
+
+/* DELIVER: builds the message and appends it to the FIFO. */
+int scimq__msg_deliver(struct scimq_client *c, struct stream *s,
+                       const scimq_proto_frame_t *f);
+/* EOS for a queue. */
+void scimq__msg_eos(struct scimq_client *c, const scimq_proto_frame_t *f);
+/* ERROR naming a GET of subscription sub_id. */
+void scimq__msg_get_error(struct scimq_client *c, uint32_t sub_id, int code);
+
+/* Frees a message the caller never saw (no credit top-up). */
+void scimq__msg_destroy(struct msg *m);
+/* Close: NACK (requeue) and free every message still in the FIFO. */
+void scimq__msg_nack_fifo(struct scimq_client *c);
+
+/*
+ * Settles a delivery: opcode ACK, NACK or EXTEND (0: none, only the credit
+ * top-up of a message freed unsettled), plus a GET topping the credit up
+ * when the message was not settled before.  Returns 0 or an error.
+ */
+int scimq__msg_settle(struct scimq_client *c, struct msg *m, int opcode,
+                      int requeue, uint32_t ms);
+
+/* Next GET request id of a subscription (lock held). */
+uint64_t scimq__sub_rid(struct sub *sub);
+/* Subscription of a queue (lock held), or NULL. */
+struct sub *scimq__sub_find(struct scimq_client *c, const char *queue,
+                            size_t len);
+
+#endif /* SCIMQ_CLIENT_INTERNAL_H */

@@ -1,0 +1,461 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Received messages: payload destinations, DELIVER -> scimq_message_t, the
+ * local FIFO, EOS, settlement (ACK / NACK / EXTEND) and the credit window.
+ *
+ * Credit rule.  A subscription asks for credit_msgs / credit_bytes once;
+ * afterwards each delivery gives back exactly one GET(queue, 1, payload
+ * length) when it is settled (ack or nack) or, if it never is, when the
+ * message is freed.  DELIVER does not say whether the queue is guaranteed
+ * or best-effort, and this single rule is right for both: a guaranteed
+ * delivery counts against the window until the consumer is done with it,
+ * a best-effort one (settled by the gateway when sent) until the consumer
+ * has taken it out of the library.  Each message tops up at most once
+ * (the "credited" flag), and messages of a session that was replaced do
+ * not top up the new one (epoch).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <scimq/error.h>
+
+#include "client_internal.h"
+#include "common/log.h"
+
+/* Pause before a delivery that could not be stored comes back. */
+#define CLIENT_NACK_NOMEM_DELAY_MS 100u
+
+/* ======================================================================== */
+/* Allocator context                                                         */
+/* ======================================================================== */
+
+int
+scimq__msg_ctx_create(scimq_release_fn release, void *arg,
+                      struct scimq_client *c, struct msg_ctx **ctx_p)
+{
+    struct msg_ctx *ctx = calloc(1, sizeof(*ctx));
+
+    if (ctx == NULL)
+        return SCIMQ_ENOMEM;
+    if (pthread_mutex_init(&ctx->lock, NULL) != 0) {
+        free(ctx);
+        return SCIMQ_ENOMEM;
+    }
+    atomic_init(&ctx->refs, 1);
+    ctx->client = c;
+    ctx->release = release;
+    ctx->arg = arg;
+    *ctx_p = ctx;
+    return 0;
+}
+
+static void
+msg_ctx_unref(struct msg_ctx *ctx)
+{
+    if (atomic_fetch_sub(&ctx->refs, 1) != 1)
+        return;
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+}
+
+void
+scimq__msg_ctx_detach(struct msg_ctx *ctx)
+{
+    /* Waits for a scimq_message_free() that is topping up credit. */
+    pthread_mutex_lock(&ctx->lock);
+    ctx->client = NULL;
+    pthread_mutex_unlock(&ctx->lock);
+    msg_ctx_unref(ctx);
+}
+
+/* ======================================================================== */
+/* Payload destinations                                                      */
+/* ======================================================================== */
+
+int
+scimq__msg_payload_dest(struct scimq_client *c, struct stream *s,
+                        const scimq_proto_frame_t *f)
+{
+    uint64_t len = f->payload_len;
+    void *buf = NULL, *ctx = NULL;
+    int rc;
+
+    s->rx_drop_rc = 0;
+    s->rx_user = false;
+    if (f->opcode == SCIMQ_PROTO_OP_DELIVER) {
+        if (c->opts.payload_alloc != NULL) {
+            rc = c->opts.payload_alloc(c->opts.alloc_arg, len, &buf, &ctx);
+            if (rc < 0 || buf == NULL) {
+                s->rx_drop_rc = rc < 0 ? rc : SCIMQ_ENOMEM;
+                buf = NULL;
+            } else {
+                s->rx_user = true;
+            }
+        } else {
+            /* len <= max_payload <= SIZE_MAX: the decoder checked it. */
+            buf = malloc((size_t) len);
+            if (buf == NULL)
+                s->rx_drop_rc = SCIMQ_ENOMEM;
+        }
+    } else if (f->opcode == SCIMQ_PROTO_OP_OK) {
+        /* Room for the NUL that makes the JSON a C string. */
+        buf = len < SIZE_MAX ? malloc((size_t) len + 1) : NULL;
+        if (buf == NULL)
+            s->rx_drop_rc = SCIMQ_ENOMEM;
+    }
+    if (s->rx_drop_rc < 0)
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, CLIENT, 1000,
+                         "no buffer for a %llu-byte payload: %s",
+                         (unsigned long long) len,
+                         scimq_strerror(s->rx_drop_rc));
+    s->rx_buf = buf;
+    s->rx_ctx = ctx;
+    /* NULL discards the payload and keeps the stream in sync. */
+    return scimq_proto_decoder_set_payload(s->dec, buf, len);
+}
+
+static void
+payload_release(scimq_release_fn release, void *arg, bool user, void *buf,
+                void *ctx)
+{
+    if (buf == NULL)
+        return;
+    if (user && release != NULL)
+        release(arg, buf, ctx);
+    else
+        free(buf);
+}
+
+void
+scimq__msg_payload_drop(struct scimq_client *c, struct stream *s)
+{
+    payload_release(c->opts.payload_release, c->opts.alloc_arg, s->rx_user,
+                    s->rx_buf, s->rx_ctx);
+    s->rx_buf = NULL;
+    s->rx_ctx = NULL;
+    s->rx_user = false;
+}
+
+/* ======================================================================== */
+/* Subscriptions                                                             */
+/* ======================================================================== */
+
+uint64_t
+scimq__sub_rid(struct sub *sub)
+{
+    return CLIENT_RID_SUB_BIT | ((uint64_t) sub->id << 32) | sub->get_seq++;
+}
+
+struct sub *
+scimq__sub_find(struct scimq_client *c, const char *queue, size_t len)
+{
+    struct scimq_list *e, *tmp;
+
+    SCIMQ_LIST_FOREACH(e, tmp, &c->subs)
+    {
+        struct sub *sub = SCIMQ_CONTAINER_OF(e, struct sub, link);
+
+        if (strlen(sub->queue) == len && memcmp(sub->queue, queue, len) == 0)
+            return sub;
+    }
+    return NULL;
+}
+
+static struct sub *
+sub_by_id(struct scimq_client *c, uint32_t id)
+{
+    struct scimq_list *e, *tmp;
+
+    SCIMQ_LIST_FOREACH(e, tmp, &c->subs)
+    {
+        struct sub *sub = SCIMQ_CONTAINER_OF(e, struct sub, link);
+
+        if (sub->id == id)
+            return sub;
+    }
+    return NULL;
+}
+
+/*
+ * The credit one settled delivery gives back (lock held): one message and
+ * its bytes, less what a shrunk window still owes.  Returns false when
+ * nothing is to be sent.
+ */
+static bool
+topup_frame(struct scimq_client *c, const char *queue, uint64_t len,
+            scimq_proto_frame_t *f)
+{
+    struct sub *sub = scimq__sub_find(c, queue, strlen(queue));
+    uint32_t msgs = 1;
+    uint64_t take;
+
+    if (sub == NULL || sub->eos || sub->err != 0)
+        return false;
+    if (sub->debt_msgs > 0) {
+        sub->debt_msgs--;
+        msgs = 0;
+    }
+    take = sub->debt_bytes < len ? sub->debt_bytes : len;
+    sub->debt_bytes -= take;
+    len -= take;
+    if (msgs == 0 && len == 0)
+        return false;
+    memset(f, 0, sizeof(*f));
+    f->opcode = SCIMQ_PROTO_OP_GET;
+    f->request_id = scimq__sub_rid(sub);
+    f->args.get.credit_msgs = msgs;
+    f->args.get.credit_bytes = len;
+    f->args.get.queue.ptr = sub->queue;
+    f->args.get.queue.len = (uint16_t) strlen(sub->queue);
+    return true;
+}
+
+/*
+ * Sends the frames settling a delivery (first) and topping up its credit.
+ * The op is built under the lock, since the GET points into the
+ * subscription.
+ */
+static int
+settle_send(struct scimq_client *c, uint64_t delivery_id, const char *queue,
+            uint64_t len, uint32_t epoch, bool topup, int opcode, int requeue,
+            uint32_t ms)
+{
+    scimq_proto_frame_t f[2];
+    struct op *op = NULL;
+    size_t n = 0;
+    int rc = 0;
+
+    memset(f, 0, sizeof(f));
+    if (opcode != 0) {
+        f[0].opcode = (uint8_t) opcode;
+        f[0].request_id = scimq__client_rid(c);
+        switch (opcode) {
+        case SCIMQ_PROTO_OP_ACK:
+            f[0].args.ack.delivery_id = delivery_id;
+            break;
+        case SCIMQ_PROTO_OP_NACK:
+            f[0].args.nack.delivery_id = delivery_id;
+            f[0].args.nack.delay_ms = ms;
+            f[0].args.nack.requeue = requeue ? 1 : 0;
+            break;
+        default:
+            f[0].args.extend.delivery_id = delivery_id;
+            f[0].args.extend.lease_ms = ms;
+            break;
+        }
+        n = 1;
+    }
+    pthread_mutex_lock(&c->lock);
+    if (topup && epoch == c->epoch && topup_frame(c, queue, len, &f[n]))
+        n++;
+    if (n > 0)
+        rc = scimq__op_frames(OP_SEND, f, n, &op);
+    pthread_mutex_unlock(&c->lock);
+    if (rc < 0 || n == 0)
+        return rc;
+    rc = scimq__client_post(c, op);
+    if (rc < 0)
+        scimq__op_free(op);
+    return rc;
+}
+
+int
+scimq__msg_settle(struct scimq_client *c, struct msg *m, int opcode,
+                  int requeue, uint32_t ms)
+{
+    bool topup = false;
+
+    /* EXTEND keeps the delivery: it still counts against the window. */
+    if (opcode != SCIMQ_PROTO_OP_EXTEND)
+        topup = !atomic_exchange(&m->credited, true);
+    return settle_send(c, m->pub.delivery_id, m->pub.queue, m->pub.payload_len,
+                       m->epoch, topup, opcode, requeue, ms);
+}
+
+/* ======================================================================== */
+/* Delivery                                                                  */
+/* ======================================================================== */
+
+int
+scimq__msg_deliver(struct scimq_client *c, struct stream *s,
+                   const scimq_proto_frame_t *f)
+{
+    const scimq_proto_str_t *q = &f->args.deliver.queue;
+    scimq_block_t *blocks;
+    size_t size;
+    struct msg *m;
+    char *p, *queue;
+    uint32_t epoch;
+    int rc = s->rx_drop_rc;
+
+    if (c->stopping)
+        return 0; /* after BYE: the end of the session requeues it */
+
+    size = sizeof(*m) + (size_t) f->block_count * sizeof(scimq_block_t) +
+           (size_t) q->len + 1;
+    for (uint32_t i = 0; i < f->block_count; i++)
+        size += (size_t) f->blocks[i].name_len + 1;
+    m = rc == 0 ? malloc(size) : NULL;
+    pthread_mutex_lock(&c->lock);
+    epoch = c->epoch;
+    pthread_mutex_unlock(&c->lock);
+    if (m == NULL) {
+        char name[256];
+
+        /*
+         * No memory for it: give it back for later, and its credit too so
+         * that the consumer does not stall.
+         */
+        snprintf(name, sizeof(name), "%.*s", (int) q->len, q->ptr);
+        return settle_send(c, f->args.deliver.delivery_id, name,
+                           f->payload_len, epoch, true, SCIMQ_PROTO_OP_NACK, 1,
+                           CLIENT_NACK_NOMEM_DELAY_MS);
+    }
+
+    memset(m, 0, sizeof(*m));
+    blocks = (scimq_block_t *) (void *) (m + 1);
+    p = (char *) (blocks + f->block_count);
+    for (uint32_t i = 0; i < f->block_count; i++) {
+        const scimq_proto_block_t *b = &f->blocks[i];
+
+        if (b->name_len > 0)
+            memcpy(p, b->name, b->name_len);
+        p[b->name_len] = '\0';
+        blocks[i].name = p;
+        blocks[i].data = b->data;
+        blocks[i].len = b->len;
+        p += b->name_len + 1;
+    }
+    queue = p;
+    if (q->len > 0)
+        memcpy(queue, q->ptr, q->len);
+    queue[q->len] = '\0';
+
+    m->pub.delivery_id = f->args.deliver.delivery_id;
+    m->pub.msg_id = f->args.deliver.msg_id;
+    m->pub.attempt = f->args.deliver.attempt;
+    m->pub.queue = queue;
+    m->pub.block_count = f->block_count;
+    m->pub.blocks = f->block_count > 0 ? blocks : NULL;
+    m->pub.payload = s->rx_buf;
+    m->pub.payload_len = f->payload_len;
+    m->pub.payload_ctx = s->rx_ctx;
+    m->user_payload = s->rx_user;
+    m->epoch = epoch;
+    atomic_init(&m->credited, false);
+    m->ctx = c->mctx;
+    atomic_fetch_add(&m->ctx->refs, 1);
+    scimq_list_init(&m->link);
+    /* The message owns the payload now. */
+    s->rx_buf = NULL;
+    s->rx_ctx = NULL;
+    s->rx_user = false;
+
+    pthread_mutex_lock(&c->lock);
+    scimq_list_append(&c->fifo, &m->link);
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
+void
+scimq__msg_eos(struct scimq_client *c, const scimq_proto_frame_t *f)
+{
+    struct sub *sub;
+
+    pthread_mutex_lock(&c->lock);
+    sub = scimq__sub_find(c, f->args.queue.queue.ptr, f->args.queue.queue.len);
+    if (sub != NULL && !sub->eos) {
+        SCIMQ_LOG_INFO(CLIENT, "end of stream on %s", sub->queue);
+        sub->eos = true;
+        pthread_cond_broadcast(&c->cond);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+void
+scimq__msg_get_error(struct scimq_client *c, uint32_t sub_id, int code)
+{
+    struct sub *sub;
+
+    pthread_mutex_lock(&c->lock);
+    sub = sub_by_id(c, sub_id);
+    if (sub != NULL && sub->err == 0) {
+        SCIMQ_LOG_WARN(CLIENT, "consuming from %s failed: %s", sub->queue,
+                       scimq_strerror(code));
+        sub->err = code;
+        pthread_cond_broadcast(&c->cond);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+void
+scimq__msg_destroy(struct msg *m)
+{
+    struct msg_ctx *ctx = m->ctx;
+
+    payload_release(ctx->release, ctx->arg, m->user_payload, m->pub.payload,
+                    m->pub.payload_ctx);
+    msg_ctx_unref(ctx);
+    free(m);
+}
+
+void
+scimq__msg_nack_fifo(struct scimq_client *c)
+{
+    struct scimq_list fifo, *e;
+
+    scimq_list_init(&fifo);
+    pthread_mutex_lock(&c->lock);
+    scimq_list_splice(&fifo, &c->fifo);
+    pthread_mutex_unlock(&c->lock);
+    while ((e = scimq_list_pop(&fifo)) != NULL) {
+        struct msg *m = SCIMQ_CONTAINER_OF(e, struct msg, link);
+        scimq_proto_frame_t f;
+        struct op *op;
+
+        /* Never handed out: back to the gateway at once, no top-up. */
+        memset(&f, 0, sizeof(f));
+        f.opcode = SCIMQ_PROTO_OP_NACK;
+        f.request_id = scimq__client_rid(c);
+        f.args.nack.delivery_id = m->pub.delivery_id;
+        f.args.nack.requeue = 1;
+        if (scimq__op_frames(OP_SEND, &f, 1, &op) == 0)
+            scimq__session_submit(c, op);
+        scimq__msg_destroy(m);
+    }
+}
+
+/* ======================================================================== */
+/* Public                                                                    */
+/* ======================================================================== */
+
+/*
+ * c is not used: a message knows its client through its allocator context,
+ * so it may be freed with c == NULL and after scimq_client_close().  While
+ * the client is open, freeing a message that was never acked or nacked
+ * gives its credit back.
+ */
+void
+scimq_message_free(scimq_client_t *c, scimq_message_t *msg)
+{
+    struct msg *m;
+    struct msg_ctx *ctx;
+
+    (void) c;
+    if (msg == NULL)
+        return;
+    m = SCIMQ_CONTAINER_OF(msg, struct msg, pub);
+    ctx = m->ctx;
+    if (!atomic_exchange(&m->credited, true)) {
+        pthread_mutex_lock(&ctx->lock);
+        if (ctx->client != NULL)
+            (void) settle_send(ctx->client, m->pub.delivery_id, m->pub.queue,
+                               m->pub.payload_len, m->epoch, true, 0, 0, 0);
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    scimq__msg_destroy(m);
+}

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* What the client tools share: connection flags, JSON summaries, clocks. */
+#ifndef SCIMQ_TOOLS_TOOLUTIL_H
+#define SCIMQ_TOOLS_TOOLUTIL_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include <scimq/scimq.h>
+
+/* Option codes of the flags every client tool takes. */
+enum {
+    TOOL_OPT_URL = 1000,
+    TOOL_OPT_STREAMS,
+    TOOL_OPT_TOKEN_FILE,
+    TOOL_OPT_LOG_LEVEL,
+    TOOL_OPT_LIST_PARAMS,
+    TOOL_OPT_VERSION
+};
+
+#define TOOL_COMMON_OPTIONS                                                    \
+    {"url", required_argument, NULL, TOOL_OPT_URL},                            \
+        {"streams", required_argument, NULL, TOOL_OPT_STREAMS},                \
+        {"token-file", required_argument, NULL, TOOL_OPT_TOKEN_FILE},          \
+        {"log-level", required_argument, NULL, TOOL_OPT_LOG_LEVEL},            \
+        {"list-params", no_argument, NULL, TOOL_OPT_LIST_PARAMS},              \
+    {                                                                          \
+        "version", no_argument, NULL, TOOL_OPT_VERSION                         \
+    }
+
+#define TOOL_COMMON_USAGE                                                      \
+    "  --url scimq://HOST:PORT  gateway ($SCIMQ_URL, else "                    \
+    "scimq://127.0.0.1:7470)\n"                                                \
+    "  --streams K              parallel TCP streams (1)\n"                    \
+    "  --token-file FILE        shared secret ($SCIMQ_TOKEN_FILE)\n"           \
+    "  --log-level SPEC         e.g. info or warn,client=debug\n"              \
+    "  --list-params, --version\n"
+
+struct tool_conn {
+    const char *name; /* tool name for messages */
+    const char *url;
+    uint32_t streams;
+    const char *token_file;
+};
+
+/* Defaults (URL from $SCIMQ_URL). */
+void tool_conn_init(struct tool_conn *tc, const char *name);
+
+/*
+ * Handles one of the common options.  Returns 1 if handled, 0 if not a
+ * common option, or exits (--version, --list-params, bad values: exit 2).
+ */
+int tool_conn_option(struct tool_conn *tc, int c, const char *arg);
+
+/* Connects; prints a clear message and returns the code on failure. */
+int tool_conn_open(const struct tool_conn *tc, scimq_client_t **c_p,
+                   const scimq_client_options_t *base);
+
+/* Prints obj as one compact JSON line on stdout and releases it. */
+void tool_json_print(json_t *obj);
+
+/* Seconds on CLOCK_MONOTONIC. */
+double tool_now(void);
+
+/* Parses a count or size argument ("16MiB", "10000"); exits 2 if bad. */
+uint64_t tool_parse_size(const char *tool, const char *flag, const char *arg);
+
+#endif /* SCIMQ_TOOLS_TOOLUTIL_H */
