@@ -1153,6 +1153,25 @@ gw_broker_put_abort(struct gateway *gw, struct gw_payload *pl)
     gw_broker_unpin(gw, pl);
 }
 
+/*
+ * A best-effort queue with a size cap drops its oldest ready messages to
+ * make room (guaranteed queues refuse the PUT instead: put_check_locked).
+ */
+static void
+make_room_locked(struct gateway *gw, struct gw_queue *q, uint64_t len)
+{
+    if (q->kind != SCIMQ_PROTO_QUEUE_BEST_EFFORT || q->max_bytes == 0)
+        return;
+    while (q->ready != NULL && q->bytes + len > q->max_bytes) {
+        struct gw_msg *m = q->ready;
+
+        DL_DELETE(q->ready, m);
+        q->n_ready--;
+        q->c.dropped++;
+        msg_free_locked(gw, m);
+    }
+}
+
 int
 gw_broker_put_commit(struct gateway *gw, const scimq_proto_frame_t *f,
                      struct gw_payload *pl, uint64_t *msg_id_p)
@@ -1167,11 +1186,13 @@ gw_broker_put_commit(struct gateway *gw, const scimq_proto_frame_t *f,
     rc = q == NULL ? SCIMQ_ENOENT : put_check_locked(q, pl->len);
     if (rc != 0)
         goto out;
+    make_room_locked(gw, q, pl->len);
     m = msg_append_locked(gw, q, pl);
     q->c.put++;
     q->c.put_bytes += pl->len;
     *msg_id_p = m->id;
     for (struct gw_binding *b = q->bindings; b != NULL; b = b->next) {
+        make_room_locked(gw, b->target, pl->len);
         msg_append_locked(gw, b->target, pl); /* shared payload, no copy */
         b->target->c.put++;
         b->target->c.put_bytes += pl->len;

@@ -47,7 +47,11 @@ usage(FILE *out)
             "  --credit-bytes SIZE  payload bytes at a time (256MiB)\n"
             "  --process-ms MS      simulate MS of work per message\n"
             "  --idle-timeout S     give up after S seconds without a "
-            "message\n" TOOL_COMMON_USAGE);
+            "message\n"
+            "  --reject             give every message back (NACK, requeue)\n"
+            "  --no-ack             never settle (leases expire)\n"
+            "  --linger S           stay connected S seconds before "
+            "leaving\n" TOOL_COMMON_USAGE);
 }
 
 static const scimq_block_t *
@@ -73,6 +77,9 @@ main(int argc, char **argv)
         {"credit-bytes", required_argument, NULL, 'b'},
         {"process-ms", required_argument, NULL, 'p'},
         {"idle-timeout", required_argument, NULL, 'i'},
+        {"reject", no_argument, NULL, 'R'},
+        {"no-ack", no_argument, NULL, 'N'},
+        {"linger", required_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},
         TOOL_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
@@ -80,7 +87,9 @@ main(int argc, char **argv)
     struct scimq_seqset seqs = {0};
     scimq_client_t *c = NULL;
     const char *queue = NULL, *seq_log = NULL;
-    bool verify = false, until_eos = false, eos = false;
+    bool verify = false, until_eos = false, eos = false, reject = false;
+    bool no_ack = false;
+    uint64_t linger = 0;
     uint64_t count = 0, expect = 0, credit = 8, credit_bytes = 256u << 20;
     uint64_t process_ms = 0, idle_s = 0;
     uint64_t messages = 0, bytes = 0, verified = 0, corrupt = 0;
@@ -122,6 +131,15 @@ main(int argc, char **argv)
             break;
         case 'i':
             idle_s = tool_parse_size(RECV_NAME, "--idle-timeout", optarg);
+            break;
+        case 'R':
+            reject = true;
+            break;
+        case 'N':
+            no_ack = true;
+            break;
+        case 'L':
+            linger = tool_parse_size(RECV_NAME, "--linger", optarg);
             break;
         case 'h':
             usage(stdout);
@@ -211,13 +229,18 @@ main(int argc, char **argv)
 
             nanosleep(&ts, NULL);
         }
-        rc = scimq_client_ack(c, m);
+        if (reject)
+            rc = scimq_client_nack(c, m, 1, 0);
+        else if (!no_ack)
+            rc = scimq_client_ack(c, m);
         scimq_message_free(c, m);
         if (rc != 0) {
-            fprintf(stderr, RECV_NAME ": ack: %s\n", scimq_strerror(rc));
+            fprintf(stderr, RECV_NAME ": settle: %s\n", scimq_strerror(rc));
             break;
         }
     }
+    if (linger > 0 && rc == 0)
+        sleep((unsigned int) linger);
 out:
     dt = tool_now() - t0;
     {

@@ -1,0 +1,448 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * scimq-bench: gateway throughput, measured against iperf3 in the same run.
+ *
+ *   scimq-bench --url scimq://HOST:PORT [--sizes 1MiB,16MiB]
+ *               [--streams 1,4,8] [--trials 5] [--bytes 1GiB]
+ *
+ * For every (message size, stream count) it runs repeated trials of one
+ * producer (K streams) -> gateway -> one consumer (K streams) through a
+ * guaranteed queue, every message acknowledged, and times from the first
+ * PUT to the last delivery.  The reference is iperf3 with the same number
+ * of parallel streams over loopback, run between the trials of the same
+ * configuration.  It prints min / Q1 / median / Q3 / max of each and the
+ * ratio of the medians, then one JSON line with everything.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "toolutil.h"
+
+#define BENCH_NAME "scimq-bench"
+#define BENCH_MAX_LIST 16
+#define BENCH_IPERF_PORT 5399
+
+extern char **environ;
+
+struct bench_cfg {
+    struct tool_conn tc;
+    uint64_t sizes[BENCH_MAX_LIST];
+    int n_sizes;
+    uint32_t streams[BENCH_MAX_LIST];
+    int n_streams;
+    int trials;
+    uint64_t bytes;
+    const char *iperf3;
+    int iperf_port;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Statistics                                                                */
+/* ------------------------------------------------------------------------ */
+
+struct dist {
+    double min, q1, median, q3, max;
+};
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+
+    return (x > y) - (x < y);
+}
+
+/* Quartiles by linear interpolation between order statistics. */
+static double
+quantile(const double *v, int n, double q)
+{
+    double pos = q * (n - 1);
+    int lo = (int) pos;
+    double frac = pos - lo;
+
+    return lo + 1 < n ? v[lo] * (1 - frac) + v[lo + 1] * frac : v[lo];
+}
+
+static struct dist
+dist_of(double *v, int n)
+{
+    struct dist d = {0, 0, 0, 0, 0};
+
+    if (n == 0)
+        return d;
+    qsort(v, (size_t) n, sizeof(*v), cmp_double);
+    d.min = v[0];
+    d.q1 = quantile(v, n, 0.25);
+    d.median = quantile(v, n, 0.5);
+    d.q3 = quantile(v, n, 0.75);
+    d.max = v[n - 1];
+    return d;
+}
+
+static json_t *
+dist_json(const struct dist *d)
+{
+    return json_pack("{s:f, s:f, s:f, s:f, s:f}", "min", d->min, "q1", d->q1,
+                     "median", d->median, "q3", d->q3, "max", d->max);
+}
+
+/* ------------------------------------------------------------------------ */
+/* One gateway trial                                                         */
+/* ------------------------------------------------------------------------ */
+
+struct consumer_arg {
+    scimq_client_t *c;
+    uint64_t n;
+    int rc;
+    double t_last;
+};
+
+static void *
+consumer_main(void *p)
+{
+    struct consumer_arg *a = p;
+
+    for (uint64_t i = 0; i < a->n; i++) {
+        scimq_message_t *m;
+        int rc = scimq_client_get(a->c, &m, 60000);
+
+        if (rc != 0) {
+            a->rc = rc;
+            return NULL;
+        }
+        (void) scimq_client_ack(a->c, m);
+        scimq_message_free(a->c, m);
+    }
+    a->t_last = tool_now();
+    return NULL;
+}
+
+/* The shared payload buffer is never released per message. */
+static void
+no_release(void *arg)
+{
+    (void) arg;
+}
+
+/* Sends n messages of size bytes (async, from a pre-filled buffer) and
+ * returns the payload throughput in MiB/s, or a negative error. */
+static double
+gateway_trial(scimq_client_t *prod, scimq_client_t *cons, const char *queue,
+              const uint8_t *payload, uint64_t size, uint64_t n)
+{
+    struct consumer_arg ca = {cons, n, 0, 0};
+    scimq_block_t blk = {"data", payload, size};
+    pthread_t th;
+    double t0;
+    int rc = 0;
+
+    if (pthread_create(&th, NULL, consumer_main, &ca) != 0)
+        return SCIMQ_ENOMEM;
+    t0 = tool_now();
+    for (uint64_t i = 0; i < n && rc == 0; i++) {
+        /* The buffer is never modified, so one buffer serves every message:
+         * the library only needs it to stay valid until confirmed. */
+        rc = scimq_client_put(prod, queue, &blk, 1, no_release, NULL);
+    }
+    if (rc == 0)
+        rc = scimq_client_flush(prod, 120000);
+    pthread_join(th, NULL);
+    if (rc != 0)
+        return rc;
+    if (ca.rc != 0)
+        return ca.rc;
+    return (double) (size * n) / (ca.t_last - t0) / 1048576.0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* iperf3                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static pid_t
+spawn(char *const argv[], const char *out_path)
+{
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    int rc;
+
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO,
+                                     out_path ? out_path : "/dev/null",
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY,
+                                     0);
+    rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    return rc == 0 ? pid : -1;
+}
+
+/* One iperf3 run with K parallel streams; MiB/s received, or < 0. */
+static double
+iperf_trial(const struct bench_cfg *cfg, uint32_t k, double seconds)
+{
+    char port[16], par[16], secs[16], out[] = "/tmp/scimq-bench-XXXXXX";
+    char *argv[] = {(char *) cfg->iperf3,
+                    "-c",
+                    "127.0.0.1",
+                    "-p",
+                    port,
+                    "-P",
+                    par,
+                    "-t",
+                    secs,
+                    "-J",
+                    NULL};
+    json_error_t err;
+    json_t *doc;
+    double bps = -1;
+    int fd = mkstemp(out), status;
+    pid_t pid;
+
+    if (fd < 0)
+        return -1;
+    close(fd);
+    snprintf(port, sizeof(port), "%d", cfg->iperf_port);
+    snprintf(par, sizeof(par), "%u", k);
+    snprintf(secs, sizeof(secs), "%.0f", seconds < 1 ? 1 : seconds);
+    pid = spawn(argv, out);
+    if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+        WEXITSTATUS(status) == 0) {
+        doc = json_load_file(out, 0, &err);
+        if (doc != NULL) {
+            json_t *v = json_object_get(
+                json_object_get(json_object_get(doc, "end"), "sum_received"),
+                "bits_per_second");
+
+            if (json_is_number(v))
+                bps = json_number_value(v);
+            json_decref(doc);
+        }
+    }
+    unlink(out);
+    return bps < 0 ? -1 : bps / 8 / 1048576.0;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static int
+parse_list(const char *arg, uint64_t *out, int max, bool sizes)
+{
+    char *copy = strdup(arg), *save = NULL, *tok;
+    int n = 0;
+
+    for (tok = strtok_r(copy, ",", &save); tok != NULL && n < max;
+         tok = strtok_r(NULL, ",", &save))
+        out[n++] =
+            tool_parse_size(BENCH_NAME, sizes ? "--sizes" : "--streams", tok);
+    free(copy);
+    return n;
+}
+
+static void
+usage(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: scimq-bench --url scimq://HOST:PORT [options]\n"
+        "  --sizes LIST     message sizes (1MiB,16MiB)\n"
+        "  --streams LIST   parallel streams (1,4,8)\n"
+        "  --trials N       trials per configuration (5)\n"
+        "  --bytes SIZE     payload bytes per trial (1GiB)\n"
+        "  --iperf3 PATH    reference program (iperf3); 'none' to skip\n"
+        "  --iperf-port P   its port on loopback (5399)\n" TOOL_COMMON_USAGE);
+}
+
+int
+main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"sizes", required_argument, NULL, 's'},
+        {"trials", required_argument, NULL, 't'},
+        {"bytes", required_argument, NULL, 'b'},
+        {"iperf3", required_argument, NULL, 'i'},
+        {"iperf-port", required_argument, NULL, 'p'},
+        {"streams-list", required_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},
+        TOOL_COMMON_OPTIONS,
+        {NULL, 0, NULL, 0}};
+    struct bench_cfg cfg = {.trials = 5,
+                            .bytes = 1ull << 30,
+                            .iperf3 = "iperf3",
+                            .iperf_port = BENCH_IPERF_PORT};
+    uint64_t list[BENCH_MAX_LIST];
+    json_t *results = json_array();
+    pid_t iperf_srv = -1;
+    int ch, rc = 0;
+
+    cfg.sizes[0] = 1u << 20;
+    cfg.sizes[1] = 16u << 20;
+    cfg.n_sizes = 2;
+    cfg.streams[0] = 1;
+    cfg.streams[1] = 4;
+    cfg.streams[2] = 8;
+    cfg.n_streams = 3;
+    tool_conn_init(&cfg.tc, BENCH_NAME);
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        /* --streams takes a list here, not one count. */
+        if (ch == TOOL_OPT_STREAMS)
+            ch = 'k';
+        if (tool_conn_option(&cfg.tc, ch, optarg))
+            continue;
+        switch (ch) {
+        case 's':
+            cfg.n_sizes = parse_list(optarg, cfg.sizes, BENCH_MAX_LIST, true);
+            break;
+        case 'k':
+            cfg.n_streams = parse_list(optarg, list, BENCH_MAX_LIST, false);
+            for (int i = 0; i < cfg.n_streams; i++) {
+                if (list[i] < 1 || list[i] > 64) {
+                    fprintf(stderr, BENCH_NAME ": streams must be 1..64\n");
+                    return 2;
+                }
+                cfg.streams[i] = (uint32_t) list[i];
+            }
+            break;
+        case 't':
+            cfg.trials = (int) tool_parse_size(BENCH_NAME, "--trials", optarg);
+            break;
+        case 'b':
+            cfg.bytes = tool_parse_size(BENCH_NAME, "--bytes", optarg);
+            break;
+        case 'i':
+            cfg.iperf3 = optarg;
+            break;
+        case 'p':
+            cfg.iperf_port =
+                (int) tool_parse_size(BENCH_NAME, "--iperf-port", optarg);
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (cfg.trials < 1 || cfg.trials > 1000 || cfg.n_sizes == 0 ||
+        cfg.n_streams == 0) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(cfg.iperf3, "none") != 0) {
+        char port[16];
+        char *srv_argv[] = {(char *) cfg.iperf3, "-s", "-p", port, NULL};
+
+        snprintf(port, sizeof(port), "%d", cfg.iperf_port);
+        iperf_srv = spawn(srv_argv, NULL);
+        if (iperf_srv < 0) {
+            fprintf(stderr,
+                    BENCH_NAME ": cannot run %s (install iperf3 or "
+                               "pass --iperf3 none)\n",
+                    cfg.iperf3);
+            return 1;
+        }
+        sleep(1); /* let the server listen */
+    }
+
+    printf("%-8s %3s  %-44s  %-44s  %s\n", "size", "K",
+           "gateway MiB/s  min / Q1 / median / Q3 / max",
+           "iperf3 MiB/s  min / Q1 / median / Q3 / max", "ratio");
+    for (int si = 0; si < cfg.n_sizes && rc == 0; si++) {
+        uint64_t size = cfg.sizes[si];
+        uint64_t n = cfg.bytes / size ? cfg.bytes / size : 1;
+        uint8_t *payload = malloc((size_t) size);
+
+        if (payload == NULL) {
+            rc = SCIMQ_ENOMEM;
+            break;
+        }
+        memset(payload, 0x5a, (size_t) size);
+        for (int ki = 0; ki < cfg.n_streams && rc == 0; ki++) {
+            uint32_t k = cfg.streams[ki];
+            double gw[1000], ip[1000];
+            int ngw = 0, nip = 0;
+            scimq_client_t *prod = NULL, *cons = NULL;
+            scimq_client_options_t o;
+            scimq_queue_options_t qo = {0};
+            struct tool_conn tc = cfg.tc;
+            char queue[64];
+            struct dist dg, di;
+
+            snprintf(queue, sizeof(queue), "bench.%" PRIu64 ".%u", size, k);
+            tc.streams = k;
+            scimq_client_options_default(&o);
+            o.confirm_window = 2 * k + 2;
+            rc = tool_conn_open(&tc, &prod, &o);
+            if (rc == 0)
+                rc = tool_conn_open(&tc, &cons, NULL);
+            if (rc == 0) {
+                rc = scimq_client_queue_declare(prod, queue, &qo);
+                rc = rc == SCIMQ_EEXIST ? 0 : rc;
+            }
+            if (rc == 0)
+                rc = scimq_client_subscribe(cons, queue, 2 * k + 2,
+                                            (2 * k + 2) * size);
+            for (int t = 0; t < cfg.trials && rc == 0; t++) {
+                double v = gateway_trial(prod, cons, queue, payload, size, n);
+
+                if (v < 0) {
+                    rc = (int) v;
+                    fprintf(stderr, BENCH_NAME ": trial failed: %s\n",
+                            scimq_strerror(rc));
+                    break;
+                }
+                gw[ngw++] = v;
+                if (iperf_srv > 0) {
+                    /* Same volume as the gateway trial, same streams. */
+                    double secs = (double) (size * n) / (v * 1048576.0);
+
+                    v = iperf_trial(&cfg, k, secs);
+                    if (v > 0)
+                        ip[nip++] = v;
+                }
+            }
+            if (cons != NULL)
+                (void) scimq_client_close(cons);
+            if (prod != NULL)
+                (void) scimq_client_close(prod);
+            if (rc != 0)
+                break;
+            dg = dist_of(gw, ngw);
+            di = dist_of(ip, nip);
+            printf("%-8" PRIu64 " %3u  %8.0f %8.0f %8.0f %8.0f %8.0f  "
+                   "%8.0f %8.0f %8.0f %8.0f %8.0f  %5.2f\n",
+                   size, k, dg.min, dg.q1, dg.median, dg.q3, dg.max, di.min,
+                   di.q1, di.median, di.q3, di.max,
+                   di.median > 0 ? dg.median / di.median : 0.0);
+            fflush(stdout);
+            json_array_append_new(
+                results,
+                json_pack("{s:I, s:i, s:i, s:o, s:o, s:f}", "size",
+                          (json_int_t) size, "streams", (int) k, "trials", ngw,
+                          "gateway_MiB_per_s", dist_json(&dg),
+                          "iperf3_MiB_per_s", dist_json(&di), "ratio",
+                          di.median > 0 ? dg.median / di.median : 0.0));
+        }
+        free(payload);
+    }
+    if (iperf_srv > 0) {
+        kill(iperf_srv, SIGTERM);
+        waitpid(iperf_srv, NULL, 0);
+    }
+    tool_json_print(json_pack("{s:s, s:o, s:s?}", "tool", BENCH_NAME, "results",
+                              results, "error",
+                              rc != 0 ? scimq_err_name(rc) : NULL));
+    return rc != 0 ? 1 : 0;
+}
