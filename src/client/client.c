@@ -80,8 +80,8 @@ str_set(scimq_proto_str_t *s, const char *text)
 /* ======================================================================== */
 
 int
-scimq__op_frames(enum op_kind kind, const scimq_proto_frame_t *frames,
-                 size_t n, struct op **op_p)
+scimq__op_frames(enum op_kind kind, const scimq_proto_frame_t *frames, size_t n,
+                 struct op **op_p)
 {
     size_t total = 0, len, iovcnt, off = 0;
     struct iovec iov;
@@ -104,8 +104,8 @@ scimq__op_frames(enum op_kind kind, const scimq_proto_frame_t *frames,
     for (size_t i = 0; i < n; i++) {
         uint64_t flen;
 
-        rc = scimq_proto_encode(&frames[i], op->mem + off, total - off, &iov,
-                                1, &iovcnt, &flen);
+        rc = scimq_proto_encode(&frames[i], op->mem + off, total - off, &iov, 1,
+                                &iovcnt, &flen);
         if (rc < 0) {
             free(op);
             return rc;
@@ -399,7 +399,7 @@ client_setup(struct scimq_client *c, const scimq_client_options_t *opts,
         }
     }
 
-    while (slots < 2 * (size_t) opts->confirm_window && slots < (1u << 20))
+    while (slots < 2 * (size_t) opts->confirm_window && slots < (1u << 14))
         slots *= 2;
     c->pending = calloc(slots, sizeof(*c->pending));
     c->streams = calloc(c->nstreams, sizeof(*c->streams));
@@ -467,9 +467,11 @@ scimq_client_open(const char *url, const scimq_client_options_t *opts,
     struct op *op;
     int rc;
 
-    if (c_p == NULL || url == NULL)
+    if (c_p == NULL)
         return SCIMQ_EINVAL;
     *c_p = NULL;
+    if (url == NULL)
+        return SCIMQ_EINVAL;
     if (opts == NULL) {
         scimq_client_options_default(&def);
         opts = &def;
@@ -783,7 +785,9 @@ scimq_client_subscribe(scimq_client_t *c, const char *queue,
             free(sub);
             goto unlock;
         }
-        sub->id = ++c->next_sub_id;
+        /* 31 bits: the id shares a GET request id with CLIENT_RID_SUB_BIT. */
+        c->next_sub_id = (c->next_sub_id + 1) & 0x7fffffffu;
+        sub->id = c->next_sub_id;
         scimq_list_append(&c->subs, &sub->link);
         created = true;
         dm = credit_msgs;
@@ -860,8 +864,7 @@ subs_ended(struct scimq_client *c)
 
     if (scimq_list_empty(&c->subs))
         return 0;
-    SCIMQ_LIST_FOREACH(e, tmp, &c->subs)
-    {
+    SCIMQ_LIST_FOREACH (e, tmp, &c->subs) {
         struct sub *sub = SCIMQ_CONTAINER_OF(e, struct sub, link);
 
         if (!sub->eos && sub->err == 0)
@@ -893,7 +896,7 @@ scimq_client_get(scimq_client_t *c, scimq_message_t **msg_p, int timeout_ms)
             rc = 0;
             break;
         }
-        rc = c->dead != 0        ? c->dead
+        rc = c->dead != 0      ? c->dead
              : c->loop_stopped ? SCIMQ_ECANCELED
                                : subs_ended(c);
         if (rc < 0)

@@ -88,8 +88,8 @@ struct op {
     int reply_rc;          /* ... and what it said */
     uint64_t reply_value;
     char *reply_json;
-    uint32_t sends;        /* PUT: times written */
-    uint64_t deadline_ns;  /* uv_hrtime() clock; 0: none */
+    uint32_t sends;       /* PUT: times written */
+    uint64_t deadline_ns; /* uv_hrtime() clock; 0: none */
 
     /* PUT. */
     scimq_free_fn free_fn; /* NULL: a caller waits (synchronous PUT) */
@@ -232,9 +232,9 @@ struct scimq_client {
     uint16_t nstreams;
     uint8_t session_id[SCIMQ_PROTO_SESSION_ID_LEN];
     bool have_session;
-    bool had_session;        /* a session existed before (renewal) */
-    struct stream *creator;  /* the stream creating a session, if any */
-    uint16_t rr;             /* round-robin start of stream selection */
+    bool had_session;         /* a session existed before (renewal) */
+    struct stream *creator;   /* the stream creating a session, if any */
+    uint16_t rr;              /* round-robin start of stream selection */
     struct scimq_list queued; /* ops waiting for a usable stream */
     struct op **pending;      /* ops waiting for a reply, by request id */
     size_t pending_mask;
@@ -303,8 +303,7 @@ int scimq__session_frame(struct scimq_client *c, struct stream *s,
 
 /* ---- conn.c ------------------------------------------------------------- */
 
-int scimq__conn_init(struct scimq_client *c, struct stream *s,
-                     uint16_t index);
+int scimq__conn_init(struct scimq_client *c, struct stream *s, uint16_t index);
 void scimq__conn_fini(struct stream *s);
 /* Starts a connection attempt (connect, then HELLO and AUTH). */
 void scimq__conn_start(struct stream *s);
@@ -337,6 +336,8 @@ void scimq__msg_payload_drop(struct scimq_client *c, struct stream *s);
 /* DELIVER: builds the message and appends it to the FIFO. */
 int scimq__msg_deliver(struct scimq_client *c, struct stream *s,
                        const scimq_proto_frame_t *f);
+/* A DELIVER cut short by a stream drop: its credit is given back. */
+void scimq__msg_lost(struct scimq_client *c, const scimq_proto_frame_t *f);
 /* EOS for a queue. */
 void scimq__msg_eos(struct scimq_client *c, const scimq_proto_frame_t *f);
 /* ERROR naming a GET of subscription sub_id. */

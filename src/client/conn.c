@@ -26,7 +26,8 @@
  * encoder produces iovecs, so they are handed to uv_write() as they are.
  */
 _Static_assert(sizeof(uv_buf_t) == sizeof(struct iovec) &&
-                   offsetof(uv_buf_t, base) == offsetof(struct iovec, iov_base) &&
+                   offsetof(uv_buf_t, base) ==
+                       offsetof(struct iovec, iov_base) &&
                    offsetof(uv_buf_t, len) == offsetof(struct iovec, iov_len),
                "uv_buf_t is not layout-compatible with struct iovec");
 
@@ -104,14 +105,12 @@ conn_tune(struct scimq_client *c, int fd)
         scimq__sock_tune_default(fd);
         return;
     }
-    scimq__sock_tune(fd,
-                     o->sndbuf != 0 ? o->sndbuf
-                                    : scimq__param_size(SCIMQ_PARAM_NET_SNDBUF),
-                     o->rcvbuf != 0 ? o->rcvbuf
-                                    : scimq__param_size(SCIMQ_PARAM_NET_RCVBUF),
-                     o->congestion != NULL
-                         ? o->congestion
-                         : scimq__param_str(SCIMQ_PARAM_NET_CONGESTION));
+    scimq__sock_tune(
+        fd,
+        o->sndbuf != 0 ? o->sndbuf : scimq__param_size(SCIMQ_PARAM_NET_SNDBUF),
+        o->rcvbuf != 0 ? o->rcvbuf : scimq__param_size(SCIMQ_PARAM_NET_RCVBUF),
+        o->congestion != NULL ? o->congestion
+                              : scimq__param_str(SCIMQ_PARAM_NET_CONGESTION));
 }
 
 /* ======================================================================== */
@@ -183,6 +182,9 @@ scimq__conn_fail(struct stream *s, int rc)
     /* Closing stops reading and cancels writes (their callbacks run). */
     if (!uv_is_closing((uv_handle_t *) &s->tcp))
         uv_close((uv_handle_t *) &s->tcp, on_tcp_closed);
+    /* A DELIVER cut short still consumed credit: give it back. */
+    if (s->rx_payload && !c->stopping)
+        scimq__msg_lost(c, scimq_proto_decoder_frame(s->dec));
     scimq__msg_payload_drop(c, s);
     s->rx_payload = false;
     s->direct = false;
@@ -385,8 +387,7 @@ conn_frame(struct stream *s, const scimq_proto_frame_t *f)
             b.opcode = SCIMQ_PROTO_OP_BYE;
             b.request_id = f->request_id;
             s->state = SS_BYE;
-            s->bye_deadline_ns =
-                uv_hrtime() + ms_to_ns(CLIENT_BYE_WAIT_MS);
+            s->bye_deadline_ns = uv_hrtime() + ms_to_ns(CLIENT_BYE_WAIT_MS);
             scimq__session_stream_gone(c, s);
             rc = conn_send_ctl(s, &b);
         }
@@ -593,8 +594,8 @@ scimq__conn_start(struct stream *s)
     s->rx_payload = false;
     s->direct = false;
     scimq_proto_decoder_reset(s->dec);
-    uv_timer_start(&s->timer, on_connect_timeout,
-                   s->c->opts.connect_timeout_ms, 0);
+    uv_timer_start(&s->timer, on_connect_timeout, s->c->opts.connect_timeout_ms,
+                   0);
     connect_addr(s);
 }
 

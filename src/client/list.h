@@ -16,7 +16,7 @@ struct scimq_list {
 };
 
 #define SCIMQ_CONTAINER_OF(ptr, type, member)                                  \
-    ((type *) (void *) ((char *) (ptr) - offsetof(type, member)))
+    ((type *) (void *) ((char *) (ptr) -offsetof(type, member)))
 
 /* An empty list (or an unlinked element) points to itself. */
 static inline void

@@ -16,7 +16,6 @@
  */
 #include "config.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,8 +153,7 @@ scimq__sub_find(struct scimq_client *c, const char *queue, size_t len)
 {
     struct scimq_list *e, *tmp;
 
-    SCIMQ_LIST_FOREACH(e, tmp, &c->subs)
-    {
+    SCIMQ_LIST_FOREACH (e, tmp, &c->subs) {
         struct sub *sub = SCIMQ_CONTAINER_OF(e, struct sub, link);
 
         if (strlen(sub->queue) == len && memcmp(sub->queue, queue, len) == 0)
@@ -169,8 +167,7 @@ sub_by_id(struct scimq_client *c, uint32_t id)
 {
     struct scimq_list *e, *tmp;
 
-    SCIMQ_LIST_FOREACH(e, tmp, &c->subs)
-    {
+    SCIMQ_LIST_FOREACH (e, tmp, &c->subs) {
         struct sub *sub = SCIMQ_CONTAINER_OF(e, struct sub, link);
 
         if (sub->id == id)
@@ -303,15 +300,17 @@ scimq__msg_deliver(struct scimq_client *c, struct stream *s,
     epoch = c->epoch;
     pthread_mutex_unlock(&c->lock);
     if (m == NULL) {
-        char name[256];
+        char name[SCIMQ_PROTO_MAX_STRING_LEN + 1];
 
         /*
          * No memory for it: give it back for later, and its credit too so
          * that the consumer does not stall.
          */
-        snprintf(name, sizeof(name), "%.*s", (int) q->len, q->ptr);
-        return settle_send(c, f->args.deliver.delivery_id, name,
-                           f->payload_len, epoch, true, SCIMQ_PROTO_OP_NACK, 1,
+        if (q->len > 0)
+            memcpy(name, q->ptr, q->len);
+        name[q->len] = '\0';
+        return settle_send(c, f->args.deliver.delivery_id, name, f->payload_len,
+                           epoch, true, SCIMQ_PROTO_OP_NACK, 1,
                            CLIENT_NACK_NOMEM_DELAY_MS);
     }
 
@@ -359,6 +358,29 @@ scimq__msg_deliver(struct scimq_client *c, struct stream *s,
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
     return 0;
+}
+
+/*
+ * The gateway requeues what was in flight on a dropped stream but does not
+ * give its credit back; a DELIVER whose header had arrived is known to be
+ * lost, so its credit is topped up here.  (Frames of which nothing arrived
+ * cannot be known: see the credit rule above.)
+ */
+void
+scimq__msg_lost(struct scimq_client *c, const scimq_proto_frame_t *f)
+{
+    char name[SCIMQ_PROTO_MAX_STRING_LEN + 1];
+    uint32_t epoch;
+
+    if (f == NULL || f->opcode != SCIMQ_PROTO_OP_DELIVER)
+        return;
+    if (f->args.deliver.queue.len > 0)
+        memcpy(name, f->args.deliver.queue.ptr, f->args.deliver.queue.len);
+    name[f->args.deliver.queue.len] = '\0';
+    pthread_mutex_lock(&c->lock);
+    epoch = c->epoch;
+    pthread_mutex_unlock(&c->lock);
+    (void) settle_send(c, 0, name, f->payload_len, epoch, true, 0, 0, 0);
 }
 
 void

@@ -117,6 +117,16 @@ scimq__session_complete(struct scimq_client *c, struct op *op, int rc,
         scimq__op_free(op);
         return;
     }
+    /*
+     * An asynchronous PUT hands the blocks back before it leaves the
+     * window, so that a flush that returns has seen every free_fn.
+     */
+    if (op->kind == OP_PUT && op->free_fn != NULL) {
+        if (rc < 0)
+            SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, CLIENT, 1000,
+                             "asynchronous PUT failed: %s", scimq_strerror(rc));
+        op->free_fn(op->free_arg);
+    }
     pthread_mutex_lock(&c->lock);
     if (op->kind == OP_PUT) {
         c->puts_inflight--;
@@ -133,16 +143,10 @@ scimq__session_complete(struct scimq_client *c, struct op *op, int rc,
     }
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
-    if (!release)
-        return;
-    if (rc < 0 && op->kind == OP_PUT)
-        SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, CLIENT, 1000,
-                         "asynchronous PUT failed: %s", scimq_strerror(rc));
-    /* The library owned the blocks of an asynchronous PUT until now. */
-    if (op->free_fn != NULL)
-        op->free_fn(op->free_arg);
-    free(json);
-    scimq__op_free(op);
+    if (release) {
+        free(json);
+        scimq__op_free(op);
+    }
 }
 
 /* Fails an op that has not been written or whose stream is gone. */
@@ -167,7 +171,7 @@ op_requeue_or_fail(struct scimq_client *c, struct op *op)
         return;
     }
     op_fail(c, op,
-            c->dead != 0    ? c->dead
+            c->dead != 0  ? c->dead
             : c->stopping ? SCIMQ_ECANCELED
                           : SCIMQ_ECONNRESET);
 }
@@ -197,9 +201,9 @@ pick_stream(struct scimq_client *c, const struct op *op)
 
         if (s->state != SS_UP)
             continue;
-        load = op->kind == OP_PUT ? s->unconfirmed
-                                  : uv_stream_get_write_queue_size(
-                                        (uv_stream_t *) &s->tcp);
+        load = op->kind == OP_PUT
+                   ? s->unconfirmed
+                   : uv_stream_get_write_queue_size((uv_stream_t *) &s->tcp);
         if (load < best_load) {
             best = s;
             best_load = load;
@@ -271,8 +275,7 @@ dispatch_queued(struct scimq_client *c)
 /* ======================================================================== */
 
 static void
-reply(struct scimq_client *c, struct op *op, int rc, uint64_t value,
-      char *json)
+reply(struct scimq_client *c, struct op *op, int rc, uint64_t value, char *json)
 {
     pending_del(c, op);
     op_unlink(op);
@@ -558,8 +561,7 @@ scimq__session_renewed(struct scimq_client *c)
     scimq_list_init(&ops);
     pthread_mutex_lock(&c->lock);
     c->epoch++;
-    SCIMQ_LIST_FOREACH(e, tmp, &c->subs)
-    {
+    SCIMQ_LIST_FOREACH (e, tmp, &c->subs) {
         struct sub *sub = SCIMQ_CONTAINER_OF(e, struct sub, link);
 
         sub->debt_msgs = 0;
@@ -590,12 +592,19 @@ scimq__session_renewed(struct scimq_client *c)
 /* Housekeeping                                                              */
 /* ======================================================================== */
 
-/* Completes the ops whose deadline passed (never one being written). */
+/*
+ * Completes the requests whose deadline passed, and drops the streams of
+ * PUTs that were not confirmed within the request timeout after they were
+ * sent: such a stream is presumed stuck, and its PUTs are sent again
+ * elsewhere (at most CLIENT_PUT_MAX_SENDS times).  Ops being written are
+ * left alone: libuv still holds their buffers.
+ */
 static void
 expire_ops(struct scimq_client *c, uint64_t now)
 {
     struct scimq_list *e, *tmp;
 
+restart:
     for (size_t i = 0; i <= c->pending_mask; i++) {
         struct op *op = c->pending[i];
 
@@ -604,14 +613,21 @@ expire_ops(struct scimq_client *c, uint64_t now)
 
             if (op->deadline_ns != 0 && now >= op->deadline_ns &&
                 !op->writing && !op->orphaned) {
+                if (op->kind == OP_PUT && op->stream != NULL) {
+                    SCIMQ_LOG_WARN(CLIENT, "stream %u: no PUT_OK within %u ms",
+                                   op->stream->index,
+                                   c->opts.request_timeout_ms);
+                    /* Requeues (or fails) its PUTs: rescan the table. */
+                    scimq__conn_fail(op->stream, SCIMQ_ETIMEDOUT);
+                    goto restart;
+                }
                 op_unlink(op);
                 op_fail(c, op, SCIMQ_ETIMEDOUT);
             }
             op = next;
         }
     }
-    SCIMQ_LIST_FOREACH(e, tmp, &c->queued)
-    {
+    SCIMQ_LIST_FOREACH (e, tmp, &c->queued) {
         struct op *op = SCIMQ_CONTAINER_OF(e, struct op, link);
 
         if (op->kind == OP_REQUEST && op->deadline_ns != 0 &&

@@ -39,7 +39,9 @@ typedef void (*scimq_free_fn)(void *free_arg);
  * alloc returns 0 and a buffer of at least len bytes plus an opaque
  * per-buffer context, or a negative SCIMQ_E* code (the delivery is then
  * returned to the gateway with NACK requeue).  release gives it back.
- * Both are called from the library's I/O thread and must not block long.
+ * alloc is called from the library's I/O thread and must not block long;
+ * release from the I/O thread or from the thread that calls
+ * scimq_message_free() (which may come after scimq_client_close()).
  */
 typedef int (*scimq_alloc_fn)(void *arg, uint64_t len, void **buf_p,
                               void **ctx_p);
@@ -167,7 +169,8 @@ SCIMQ_EXPORT int scimq_client_flush(scimq_client_t *c, int timeout_ms);
  * Starts (or resizes) consuming from a queue with a credit window: at most
  * credit_msgs unsettled messages and about credit_bytes of payload are
  * outstanding at any time; the library tops the credit up as messages are
- * settled (ack/nack) or, for best-effort queues, received.
+ * settled (ack/nack) or, if never settled (best-effort queues), freed with
+ * scimq_message_free(): a DELIVER does not say which kind its queue is.
  *
  * \return 0; SCIMQ_ENOENT; SCIMQ_EINVAL (credit_msgs == 0).
  */
@@ -201,7 +204,12 @@ SCIMQ_EXPORT int scimq_client_extend(scimq_client_t *c,
                                      const scimq_message_t *msg,
                                      uint32_t lease_ms);
 
-/** Frees a message (its payload goes back to payload_release or free). */
+/**
+ * Frees a message (its payload goes back to payload_release or free).
+ * c may be NULL and the handle may already be closed: a message knows its
+ * client.  While the client is open, freeing a message that was never
+ * acked or nacked gives its credit back.
+ */
 SCIMQ_EXPORT void scimq_message_free(scimq_client_t *c, scimq_message_t *msg);
 
 /* ------------------------------------------------------------------------ */
