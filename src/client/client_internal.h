@@ -143,6 +143,7 @@ struct stream {
     size_t addr_idx; /* address tried by the current connect */
 
     /* Reconnection. */
+    atomic_uint gen;        /* +1 each time the connection is lost */
     uint64_t down_since_ns; /* 0 while up */
     uint32_t backoff_ms;
 
@@ -192,6 +193,8 @@ struct msg {
     atomic_bool credited; /* settled or freed: credit already topped up */
     bool user_payload;    /* payload from opts.payload_alloc */
     uint32_t epoch;       /* c->epoch when it arrived */
+    struct stream *stream; /* the connection it came on ... */
+    unsigned int stream_gen; /* ... and that connection's generation */
 };
 
 struct scimq_client {
@@ -337,7 +340,6 @@ void scimq__msg_payload_drop(struct scimq_client *c, struct stream *s);
 int scimq__msg_deliver(struct scimq_client *c, struct stream *s,
                        const scimq_proto_frame_t *f);
 /* A DELIVER cut short by a stream drop: its credit is given back. */
-void scimq__msg_lost(struct scimq_client *c, const scimq_proto_frame_t *f);
 /* EOS for a queue. */
 void scimq__msg_eos(struct scimq_client *c, const scimq_proto_frame_t *f);
 /* ERROR naming a GET of subscription sub_id. */

@@ -182,9 +182,12 @@ scimq__conn_fail(struct stream *s, int rc)
     /* Closing stops reading and cancels writes (their callbacks run). */
     if (!uv_is_closing((uv_handle_t *) &s->tcp))
         uv_close((uv_handle_t *) &s->tcp, on_tcp_closed);
-    /* A DELIVER cut short still consumed credit: give it back. */
-    if (s->rx_payload && !c->stopping)
-        scimq__msg_lost(c, scimq_proto_decoder_frame(s->dec));
+    /*
+     * The gateway requeues every unsettled delivery of this connection and
+     * gives their credit back itself; messages received on it must not top
+     * the credit up again when they are settled (see message.c).
+     */
+    atomic_fetch_add(&s->gen, 1);
     scimq__msg_payload_drop(c, s);
     s->rx_payload = false;
     s->direct = false;

@@ -12,7 +12,10 @@
  * a best-effort one (settled by the gateway when sent) until the consumer
  * has taken it out of the library.  Each message tops up at most once
  * (the "credited" flag), and messages of a session that was replaced do
- * not top up the new one (epoch).
+ * not top up the new one (epoch).  When a connection drops, the gateway
+ * requeues what was unsettled on it and gives that credit back itself, so
+ * messages that came on a connection since lost do not top up either
+ * (stream generation).
  */
 #include "config.h"
 
@@ -259,6 +262,14 @@ settle_send(struct scimq_client *c, uint64_t delivery_id, const char *queue,
     return rc;
 }
 
+/* The connection the message came on is still the same one. */
+static bool
+msg_stream_alive(const struct msg *m)
+{
+    return m->stream == NULL ||
+           atomic_load(&m->stream->gen) == m->stream_gen;
+}
+
 int
 scimq__msg_settle(struct scimq_client *c, struct msg *m, int opcode,
                   int requeue, uint32_t ms)
@@ -267,7 +278,7 @@ scimq__msg_settle(struct scimq_client *c, struct msg *m, int opcode,
 
     /* EXTEND keeps the delivery: it still counts against the window. */
     if (opcode != SCIMQ_PROTO_OP_EXTEND)
-        topup = !atomic_exchange(&m->credited, true);
+        topup = !atomic_exchange(&m->credited, true) && msg_stream_alive(m);
     return settle_send(c, m->pub.delivery_id, m->pub.queue, m->pub.payload_len,
                        m->epoch, topup, opcode, requeue, ms);
 }
@@ -344,6 +355,8 @@ scimq__msg_deliver(struct scimq_client *c, struct stream *s,
     m->pub.payload_ctx = s->rx_ctx;
     m->user_payload = s->rx_user;
     m->epoch = epoch;
+    m->stream = s;
+    m->stream_gen = atomic_load(&s->gen);
     atomic_init(&m->credited, false);
     m->ctx = c->mctx;
     atomic_fetch_add(&m->ctx->refs, 1);
@@ -358,29 +371,6 @@ scimq__msg_deliver(struct scimq_client *c, struct stream *s,
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
     return 0;
-}
-
-/*
- * The gateway requeues what was in flight on a dropped stream but does not
- * give its credit back; a DELIVER whose header had arrived is known to be
- * lost, so its credit is topped up here.  (Frames of which nothing arrived
- * cannot be known: see the credit rule above.)
- */
-void
-scimq__msg_lost(struct scimq_client *c, const scimq_proto_frame_t *f)
-{
-    char name[SCIMQ_PROTO_MAX_STRING_LEN + 1];
-    uint32_t epoch;
-
-    if (f == NULL || f->opcode != SCIMQ_PROTO_OP_DELIVER)
-        return;
-    if (f->args.deliver.queue.len > 0)
-        memcpy(name, f->args.deliver.queue.ptr, f->args.deliver.queue.len);
-    name[f->args.deliver.queue.len] = '\0';
-    pthread_mutex_lock(&c->lock);
-    epoch = c->epoch;
-    pthread_mutex_unlock(&c->lock);
-    (void) settle_send(c, 0, name, f->payload_len, epoch, true, 0, 0, 0);
 }
 
 void
@@ -474,7 +464,8 @@ scimq_message_free(scimq_client_t *c, scimq_message_t *msg)
     ctx = m->ctx;
     if (!atomic_exchange(&m->credited, true)) {
         pthread_mutex_lock(&ctx->lock);
-        if (ctx->client != NULL)
+        /* The stream is only looked at while its client exists. */
+        if (ctx->client != NULL && msg_stream_alive(m))
             (void) settle_send(ctx->client, m->pub.delivery_id, m->pub.queue,
                                m->pub.payload_len, m->epoch, true, 0, 0, 0);
         pthread_mutex_unlock(&ctx->lock);

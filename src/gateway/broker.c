@@ -795,11 +795,22 @@ gw_broker_stream_closed(struct gateway *gw, struct gw_conn_info *ci)
         session_end_locked(gw, s);
         goto out;
     }
-    /* What was in flight on this stream may not have arrived whole. */
+    /*
+     * What was in flight on this stream may not have arrived whole: it is
+     * requeued, and its credit given back, since the client cannot know
+     * which of those deliveries it lost (it does not top them up).
+     */
     HASH_ITER(hh, gw->deliveries, d, dt)
     {
-        if (d->session == s && d->conn_id == ci->id)
+        if (d->session == s && d->conn_id == ci->id) {
+            struct gw_consumer *c = consumer_of(s, d->msg->queue);
+
+            if (c != NULL) {
+                c->credit_msgs++;
+                c->credit_bytes += d->bytes;
+            }
             unlease_locked(gw, d, 0);
+        }
     }
     HASH_ITER(hh, gw->queues, q, qt) dispatch_locked(gw, q);
 out:

@@ -433,7 +433,7 @@ fg_dispatch(struct fg *g)
                     if (cr->inflight > g->max_inflight)
                         g->max_inflight = cr->inflight;
                     if (g->half_deliver) {
-                        /* Requeued by the close, its credit not refunded. */
+                        /* Requeued by the close, its credit refunded. */
                         g->half_deliver = false;
                         fg_send_half(g, ci, &f);
                         continue;
@@ -451,7 +451,11 @@ fg_dispatch(struct fg *g)
         fg_check_eos(g, qi);
 }
 
-/* Unsettled deliveries go back to ready when their stream or session ends. */
+/*
+ * Unsettled deliveries go back to ready when their stream or session ends;
+ * like the real gateway, a stream's requeued deliveries give their credit
+ * back (the client cannot know which of them it lost).
+ */
 static void
 fg_requeue(struct fg *g, int si, int ci)
 {
@@ -459,9 +463,15 @@ fg_requeue(struct fg *g, int si, int ci)
         for (struct fg_msg *m = g->queues[qi].head; m != NULL; m = m->next)
             if (m->leased && m->lease_sess == si &&
                 (ci < 0 || m->lease_conn == ci)) {
+                struct fg_credit *cr = &g->sessions[si].cr[qi];
+
                 m->leased = false;
-                if (g->sessions[si].cr[qi].inflight > 0)
-                    g->sessions[si].cr[qi].inflight--;
+                if (cr->inflight > 0)
+                    cr->inflight--;
+                if (ci >= 0) {
+                    cr->msgs++;
+                    cr->bytes += m->len;
+                }
             }
 }
 
@@ -1636,8 +1646,9 @@ test_nack_extend(void)
 }
 
 /*
- * A DELIVER cut short by a stream drop is requeued by the gateway without
- * its credit: the client gives the credit back, else a window of 1 stalls.
+ * A DELIVER cut short by a stream drop is requeued by the gateway, which
+ * gives its credit back: a window of 1 must not stall, and the client must
+ * not top it up a second time.
  */
 static void
 test_half_deliver(void)
