@@ -150,8 +150,6 @@ struct stream {
     /* Writing. */
     struct scimq_list inflight; /* ops written here, waiting for a reply */
     uint64_t unconfirmed;       /* PUT bytes waiting for PUT_OK here */
-    size_t wq_last;             /* write queue size at the last tick */
-    uint64_t wq_since_ns;       /* since when it has not moved */
 };
 
 /*
@@ -190,10 +188,10 @@ struct msg {
     scimq_message_t pub;
     struct scimq_list link; /* c->fifo while not handed out */
     struct msg_ctx *ctx;
-    atomic_bool credited; /* settled or freed: credit already topped up */
-    bool user_payload;    /* payload from opts.payload_alloc */
-    uint32_t epoch;       /* c->epoch when it arrived */
-    struct stream *stream; /* the connection it came on ... */
+    atomic_bool credited;    /* settled or freed: credit already topped up */
+    bool user_payload;       /* payload from opts.payload_alloc */
+    uint32_t epoch;          /* c->epoch when it arrived */
+    struct stream *stream;   /* the connection it came on ... */
     unsigned int stream_gen; /* ... and that connection's generation */
 };
 

@@ -223,8 +223,6 @@ conn_up(struct stream *s)
     s->state = SS_UP;
     s->down_since_ns = 0;
     s->backoff_ms = CLIENT_BACKOFF_MIN_MS;
-    s->wq_last = 0;
-    s->wq_since_ns = uv_hrtime();
     if (c->creator == s)
         c->creator = NULL;
     SCIMQ_LOG_INFO(CLIENT, "stream %u of %u up", s->index, c->nstreams);

@@ -266,8 +266,7 @@ settle_send(struct scimq_client *c, uint64_t delivery_id, const char *queue,
 static bool
 msg_stream_alive(const struct msg *m)
 {
-    return m->stream == NULL ||
-           atomic_load(&m->stream->gen) == m->stream_gen;
+    return m->stream == NULL || atomic_load(&m->stream->gen) == m->stream_gen;
 }
 
 int

@@ -26,12 +26,6 @@
 static void dispatch_queued(struct scimq_client *c);
 static void maybe_finalize(struct scimq_client *c);
 
-static uint64_t
-ms_to_ns(uint64_t ms)
-{
-    return ms * UINT64_C(1000000);
-}
-
 /* ======================================================================== */
 /* Pending-reply table                                                       */
 /* ======================================================================== */
@@ -389,10 +383,12 @@ scimq__session_write_done(struct scimq_client *c, struct stream *s,
         if (!c->stopping)
             dispatch_queued(c);
         return;
-    } else if (status >= 0 && op->kind == OP_PUT) {
-        /* The confirmation deadline runs from the moment it is sent. */
-        op->deadline_ns = uv_hrtime() + ms_to_ns(c->opts.request_timeout_ms);
     }
+    /*
+     * A PUT has no confirmation deadline: a gateway that is full stops
+     * reading (back-pressure) and confirms late, by design.  A dead peer is
+     * detected by TCP (errors, keepalive), never by a timer here.
+     */
     /* A failed write drops the stream, which hands its ops back. */
     if (rc < 0)
         scimq__conn_fail(s, rc);
@@ -593,18 +589,14 @@ scimq__session_renewed(struct scimq_client *c)
 /* ======================================================================== */
 
 /*
- * Completes the requests whose deadline passed, and drops the streams of
- * PUTs that were not confirmed within the request timeout after they were
- * sent: such a stream is presumed stuck, and its PUTs are sent again
- * elsewhere (at most CLIENT_PUT_MAX_SENDS times).  Ops being written are
- * left alone: libuv still holds their buffers.
+ * Completes the requests whose deadline passed (queue management, PING).
+ * Ops being written are left alone: libuv still holds their buffers.
  */
 static void
 expire_ops(struct scimq_client *c, uint64_t now)
 {
     struct scimq_list *e, *tmp;
 
-restart:
     for (size_t i = 0; i <= c->pending_mask; i++) {
         struct op *op = c->pending[i];
 
@@ -612,15 +604,7 @@ restart:
             struct op *next = op->hnext;
 
             if (op->deadline_ns != 0 && now >= op->deadline_ns &&
-                !op->writing && !op->orphaned) {
-                if (op->kind == OP_PUT && op->stream != NULL) {
-                    SCIMQ_LOG_WARN(CLIENT, "stream %u: no PUT_OK within %u ms",
-                                   op->stream->index,
-                                   c->opts.request_timeout_ms);
-                    /* Requeues (or fails) its PUTs: rescan the table. */
-                    scimq__conn_fail(op->stream, SCIMQ_ETIMEDOUT);
-                    goto restart;
-                }
+                !op->writing && !op->orphaned && op->kind != OP_PUT) {
                 op_unlink(op);
                 op_fail(c, op, SCIMQ_ETIMEDOUT);
             }
@@ -647,26 +631,13 @@ scimq__session_tick(uv_timer_t *timer)
     expire_ops(c, now);
     for (uint16_t i = 0; i < c->nstreams; i++) {
         struct stream *s = &c->streams[i];
-        size_t wq;
 
-        if (s->state == SS_BYE && now >= s->bye_deadline_ns) {
-            scimq__conn_fail(s, 0);
-            continue;
-        }
-        if (s->state != SS_UP && s->state != SS_BYE)
-            continue;
         /*
-         * A write queue that does not move for a request timeout means a
-         * stalled peer: drop the stream so its PUTs go elsewhere.
+         * No write-stall detection: a write queue that does not move is
+         * what back-pressure from a full gateway looks like.
          */
-        wq = uv_stream_get_write_queue_size((uv_stream_t *) &s->tcp);
-        if (wq == 0 || wq != s->wq_last) {
-            s->wq_last = wq;
-            s->wq_since_ns = now;
-        } else if (now - s->wq_since_ns >=
-                   ms_to_ns(c->opts.request_timeout_ms)) {
-            scimq__conn_fail(s, SCIMQ_ETIMEDOUT);
-        }
+        if (s->state == SS_BYE && now >= s->bye_deadline_ns)
+            scimq__conn_fail(s, 0);
     }
 }
 

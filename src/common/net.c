@@ -63,6 +63,20 @@ scimq__sock_tune(int fd, uint64_t sndbuf, uint64_t rcvbuf,
     int one = 1, v;
 
     (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /*
+     * Keepalive finds a dead peer (a crashed node, a cut link) without
+     * mistaking a peer that is slow on purpose (back-pressure) for one:
+     * its kernel still answers the probes.  About 60 s to notice.
+     */
+    {
+        int idle = 30, intvl = 10, cnt = 3;
+
+        (void) setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+        (void) setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+        (void) setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl,
+                          sizeof(intvl));
+        (void) setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+    }
     if (sndbuf > 0) {
         v = sndbuf > INT32_MAX / 2 ? INT32_MAX / 2 : (int) sndbuf;
         if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)) != 0 &&

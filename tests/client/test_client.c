@@ -1462,9 +1462,10 @@ small_size(uint64_t seq)
 }
 
 /*
- * A stream stops confirming after some PUTs and is cut (the gateway
- * closes it) or stalls (the client must give up on it after the request
- * timeout).  Its unconfirmed PUTs are sent again: none is lost.
+ * A stream stops confirming after some PUTs and is cut (the gateway closes
+ * it).  Its unconfirmed PUTs are sent again: none is lost.  (A stream that
+ * is merely slow to confirm is left alone: that is back-pressure from a
+ * full gateway, and the client waits; dead peers are found by TCP.)
  */
 static void
 run_cut(uint32_t k, const char *queue, bool stall)
@@ -1522,12 +1523,6 @@ static void
 test_cut_k3(void)
 {
     run_cut(3, "cut3", false);
-}
-
-static void
-test_stall_k2(void)
-{
-    run_cut(2, "stall2", true);
 }
 
 /* ======================================================================== */
@@ -2142,7 +2137,6 @@ static const struct scimq_cunit_test client_tests[] = {
     {"put errors", test_put_errors, 1},
     {"stream cut, K=1: session renewed", test_cut_k1, 1},
     {"stream cut, K=3: stream rejoins", test_cut_k3, 1},
-    {"stream stalls, K=2: client drops it", test_stall_k2, 1},
     {"consume 50 with credit 4, then EOS", test_consume, 1},
     {"nack and extend", test_nack_extend, 1},
     {"DELIVER cut short: credit given back", test_half_deliver, 1},

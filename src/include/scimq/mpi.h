@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * \file mpi.h
+ * libscimq-mpi: messages from a SciMQ gateway straight into the memory of
+ * the ranks of an MPI job.
+ *
+ * One agent per node (a thread in the node's first rank) pulls messages
+ * from the gateway over S TCP streams into a pool of pre-faulted,
+ * libfabric-registered buffers; each rank asks for work when it is ready
+ * and copies its next message from the pool into its own registered buffer
+ * with a one-sided libfabric read.  A busy rank asks less often, so load
+ * balances itself; a rank that asks for the next message acknowledges the
+ * previous one; end of stream is a return code.
+ *
+ * The shortest program:
+ *
+ *     MPI_Init(&argc, &argv);
+ *     scimq_mpi_init(MPI_COMM_WORLD, NULL, NULL, NULL, NULL);
+ *     scimq_mpi_msg_t msg;
+ *     while (scimq_mpi_next(&msg) == 0)
+ *         process(msg.data, msg.len);
+ *     scimq_mpi_finalize(NULL);
+ *     MPI_Finalize();
+ *
+ * with the gateway URL and queue in SCIMQ_URL and SCIMQ_QUEUE.
+ */
+#ifndef SCIMQ_MPI_H
+#define SCIMQ_MPI_H
+
+#include <stdint.h>
+
+#include <mpi.h>
+
+#include <scimq/client.h>
+#include <scimq/error.h>
+#include <scimq/export.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A runtime context: one queue consumed by the ranks of a communicator. */
+typedef struct scimq_mpi scimq_mpi_t;
+
+/** Runtime options; fill with scimq_mpi_options_default(). */
+typedef struct scimq_mpi_options {
+    /** libfabric provider for the agent-to-rank hop ("shm", "tcp;ofi_rxm");
+     *  NULL: $SCIMQ_MPI_PROVIDER, else "shm". */
+    const char *provider;
+    /** Agent TCP streams to the gateway; 0: $SCIMQ_MPI_STREAMS, else 2. */
+    uint32_t streams;
+    /** Largest message a rank can receive (pool slot and rank buffer);
+     *  0: $SCIMQ_MPI_MAX_MESSAGE, else 16 MiB. */
+    uint64_t max_message;
+    /** Pool slots per rank on the node (prefetch depth); 0: 2. */
+    uint32_t slots_per_rank;
+    /** Token file; NULL: $SCIMQ_TOKEN_FILE. */
+    const char *token_file;
+} scimq_mpi_options_t;
+
+/** Fills opts with the defaults above. */
+SCIMQ_EXPORT void scimq_mpi_options_default(scimq_mpi_options_t *opts);
+
+/**
+ * A message in this rank's memory.  Valid until the next call of
+ * scimq_mpi_next()/try_next() on the same context (or an explicit
+ * ack/nack, or finalize).
+ */
+typedef struct scimq_mpi_msg {
+    void *data;           /**< the payload: blocks back to back */
+    uint64_t len;         /**< payload bytes */
+    uint32_t block_count; /**< blocks of the message */
+    const scimq_block_t *blocks; /**< names and data of each block */
+    uint64_t msg_id;      /**< the gateway's message id */
+    uint32_t attempt;     /**< 1 on first delivery */
+    uint64_t handle;      /**< private: names the delivery */
+} scimq_mpi_msg_t;
+
+/**
+ * Starts consuming a queue with the ranks of comm.  Collective over comm.
+ * The first context created becomes the default one used by
+ * scimq_mpi_next() and scimq_mpi_finalize(NULL).
+ *
+ * \param comm   the ranks that consume (MPI_COMM_WORLD or a subset).
+ * \param url    gateway "scimq://HOST:PORT"; NULL: $SCIMQ_URL.
+ * \param queue  queue name; NULL: $SCIMQ_QUEUE.
+ * \param opts   options or NULL for the defaults.
+ * \param ctx_p  the context (may be NULL when only the default is used).
+ * \return 0 on every rank, or the same error on every rank:
+ *         SCIMQ_EINVAL (no URL/queue), SCIMQ_ECONNREFUSED, SCIMQ_EAUTH,
+ *         SCIMQ_ENOENT (no such queue), SCIMQ_EFABRIC (provider missing or
+ *         failing), SCIMQ_EMPI, SCIMQ_ENOMEM.
+ * \note MPI must be initialized (MPI_THREAD_MULTIPLE is not required).
+ */
+SCIMQ_EXPORT SCIMQ_WARN_UNUSED_RESULT int
+scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
+               const scimq_mpi_options_t *opts, scimq_mpi_t **ctx_p);
+
+/**
+ * Waits for the next message of the default context; acknowledges the
+ * previous one first.
+ *
+ * \return 0 and *msg; SCIMQ_EOS once the queue is closed and drained;
+ *         SCIMQ_ESTATE without a default context; another SCIMQ_E* code
+ *         on failure.
+ */
+SCIMQ_EXPORT SCIMQ_WARN_UNUSED_RESULT int scimq_mpi_next(scimq_mpi_msg_t *msg);
+
+/**
+ * Same on a given context, with a timeout.
+ *
+ * \param timeout_ms  -1: no limit; 0: do not wait (as try_next).
+ * \return 0; SCIMQ_EOS; SCIMQ_ETIMEDOUT; SCIMQ_EAGAIN (timeout 0, nothing
+ *         yet); an error.
+ */
+SCIMQ_EXPORT SCIMQ_WARN_UNUSED_RESULT int
+scimq_mpi_next_timed(scimq_mpi_t *ctx, scimq_mpi_msg_t *msg, int timeout_ms);
+
+/** Non-blocking: SCIMQ_EAGAIN when no message is ready yet. */
+SCIMQ_EXPORT SCIMQ_WARN_UNUSED_RESULT int
+scimq_mpi_try_next(scimq_mpi_t *ctx, scimq_mpi_msg_t *msg);
+
+/** Acknowledges msg now (next() would do it); msg is invalid afterwards. */
+SCIMQ_EXPORT int scimq_mpi_ack(scimq_mpi_t *ctx, scimq_mpi_msg_t *msg);
+
+/** Gives msg back to the gateway (requeue != 0) or dead-letters it. */
+SCIMQ_EXPORT int scimq_mpi_nack(scimq_mpi_t *ctx, scimq_mpi_msg_t *msg,
+                                int requeue);
+
+/** Extends the lease of msg by lease_ms (for long tasks). */
+SCIMQ_EXPORT int scimq_mpi_extend(scimq_mpi_t *ctx,
+                                  const scimq_mpi_msg_t *msg,
+                                  uint32_t lease_ms);
+
+/**
+ * Publishes a message (e.g. results) to a queue of the same gateway, from
+ * this rank, over its own connection (opened on first use).  Returns once
+ * the gateway confirmed it.  ctx NULL: the default context.
+ */
+SCIMQ_EXPORT int scimq_mpi_put(scimq_mpi_t *ctx, const char *queue,
+                               const scimq_block_t *blocks,
+                               uint32_t block_count);
+
+/**
+ * Leaves: acknowledges the current message, tells the agent this rank is
+ * done; the agent returns unassigned messages to the gateway and stops.
+ * Collective over the context's communicator.  ctx NULL: the default.
+ */
+SCIMQ_EXPORT int scimq_mpi_finalize(scimq_mpi_t *ctx);
+
+/** The default context, or NULL. */
+SCIMQ_EXPORT scimq_mpi_t *scimq_mpi_default(void);
+
+/** Per-rank counters (messages, bytes) of a context. */
+SCIMQ_EXPORT int scimq_mpi_counters(const scimq_mpi_t *ctx,
+                                    uint64_t *messages_p, uint64_t *bytes_p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SCIMQ_MPI_H */

@@ -1,0 +1,629 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The node agent: a thread in the node's first rank.  It pulls messages
+ * from the gateway (libscimq, S streams) straight into a pool of
+ * pre-faulted, registered buffers, and hands them to the node's ranks as
+ * they ask.  It is the passive side of every RMA read and it polls its
+ * completion queue all the time, which keeps reads progressing on every
+ * provider.
+ *
+ * Credits: the client subscribes with one credit per pool slot, so a
+ * message only arrives when a slot is free for it; a slot comes back when
+ * the rank that processed its message says DONE (and the message is
+ * acknowledged to the gateway).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <scimq/error.h>
+
+#include "common/log.h"
+#include "common/topo.h"
+#include "protocol/wire.h"
+#include "runtime.h"
+
+struct agent_slot {
+    bool allocated;       /* holds (or receives) a payload */
+    uint32_t alloc_gen;   /* names one allocation (see slot_free) */
+    scimq_message_t *msg; /* after scimq_client_get() */
+    int rank;             /* assigned to, or -1 */
+    uint64_t gen;
+};
+
+struct scimq_mpi_agent {
+    scimq_mpi_t *ctx;
+    pthread_t thread;
+    bool started;
+    atomic_bool stop, exited;
+
+    struct scimq_fabric fab;
+    struct scimq_fabric_mr pool_mr, ops_mr;
+    uint8_t *pool;
+    size_t pool_len, slot_size;
+    uint32_t nslots;
+    struct agent_slot *slots;
+    pthread_mutex_t slot_lock; /* allocated flags: client I/O thread too */
+    uint32_t *ready;           /* FIFO of slots got but not assigned */
+    uint32_t ready_head, ready_n;
+
+    int nranks;
+    fi_addr_t *rank_fa;
+    bool *waiting, *gone;
+    int ngone, rr;
+
+    struct scimq_mpi_op *ops; /* nrecv receives, then nsend sends */
+    int nrecv, nsend;
+
+    scimq_client_t *client;
+    bool eos;
+    int error;
+};
+
+void
+scimq__mpi_backoff(unsigned int *spins)
+{
+    struct timespec ts = {0, 0};
+
+    /* Spin briefly, then sleep longer and longer (up to 1 ms): ranks are
+     * often oversubscribed and polling must not starve the workers. */
+    if (*spins < 64) {
+        (*spins)++;
+        sched_yield();
+        return;
+    }
+    ts.tv_nsec = *spins < 256 ? 20000 : *spins < 1024 ? 200000 : 1000000;
+    (*spins)++;
+    nanosleep(&ts, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pool slots (payload_alloc / payload_release of the client)               */
+/* ------------------------------------------------------------------------ */
+
+static int
+slot_alloc(void *arg, uint64_t len, void **buf_p, void **ctx_p)
+{
+    struct scimq_mpi_agent *a = arg;
+    int rc = SCIMQ_ENOBUFS;
+
+    if (len > a->slot_size - SCIMQ_MPI_SLOT_META) {
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_ERROR, MPI, 5000,
+                         "message of %" PRIu64 " bytes is larger than the "
+                         "pool slots (%zu); raise SCIMQ_MPI_MAX_MESSAGE",
+                         len, a->slot_size - SCIMQ_MPI_SLOT_META);
+        return SCIMQ_EMSGSIZE;
+    }
+    pthread_mutex_lock(&a->slot_lock);
+    for (uint32_t i = 0; i < a->nslots; i++) {
+        if (a->slots[i].allocated)
+            continue;
+        a->slots[i].allocated = true;
+        a->slots[i].alloc_gen++;
+        *buf_p = a->pool + (size_t) i * a->slot_size + SCIMQ_MPI_SLOT_META;
+        *ctx_p =
+            (void *) (uintptr_t) (((uint64_t) a->slots[i].alloc_gen << 32) |
+                                  (i + 1));
+        rc = 0;
+        break;
+    }
+    pthread_mutex_unlock(&a->slot_lock);
+    return rc;
+}
+
+static uint32_t
+ctx_slot(const void *ctx)
+{
+    return (uint32_t) ((uintptr_t) ctx & 0xffffffffu) - 1;
+}
+
+static void
+slot_release(void *arg, void *buf, void *ctx)
+{
+    struct scimq_mpi_agent *a = arg;
+    uint32_t i = ctx_slot(ctx);
+
+    (void) buf;
+    pthread_mutex_lock(&a->slot_lock);
+    /* A slot freed early by slot_free() may already hold the next one. */
+    if (a->slots[i].alloc_gen == (uint32_t) ((uintptr_t) ctx >> 32))
+        a->slots[i].allocated = false;
+    pthread_mutex_unlock(&a->slot_lock);
+}
+
+/*
+ * Frees a slot before its message is acknowledged: the acknowledgement
+ * also returns credit, and the next delivery must find a free slot.
+ */
+static void
+slot_free(struct scimq_mpi_agent *a, uint32_t i)
+{
+    pthread_mutex_lock(&a->slot_lock);
+    a->slots[i].allocated = false;
+    a->slots[i].alloc_gen++;
+    pthread_mutex_unlock(&a->slot_lock);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Control messages                                                          */
+/* ------------------------------------------------------------------------ */
+
+static int
+send_ctrl(struct scimq_mpi_agent *a, int rank, const struct scimq_mpi_ctrl *msg)
+{
+    unsigned int spins = 0;
+
+    for (;;) {
+        for (int i = 0; i < a->nsend; i++) {
+            struct scimq_mpi_op *op = &a->ops[a->nrecv + i];
+            int rc;
+
+            if (op->busy)
+                continue;
+            op->msg = *msg;
+            op->msg.magic = SCIMQ_MPI_CTRL_MAGIC;
+            rc = scimq__fabric_send(&a->fab, &op->msg, sizeof(op->msg),
+                                    a->ops_mr.desc, a->rank_fa[rank], op);
+            if (rc == SCIMQ_EAGAIN)
+                break; /* progress, then retry */
+            if (rc != 0)
+                return rc;
+            op->busy = true;
+            return 0;
+        }
+        /* All send buffers busy: reap completions. */
+        {
+            struct scimq_fabric_cqe cqe[16];
+            int n = scimq__fabric_poll(&a->fab, cqe, 16);
+
+            for (int k = 0; k < n; k++) {
+                struct scimq_mpi_op *op = cqe[k].context;
+
+                if (op->kind == OP_SEND)
+                    op->busy = false;
+                else if (op->kind == OP_RECV)
+                    op->pending = true; /* the main loop handles it */
+            }
+            if (n < 0)
+                return n;
+        }
+        scimq__mpi_backoff(&spins);
+        if (spins > 100000)
+            return SCIMQ_ETIMEDOUT;
+    }
+}
+
+/* Writes the block table before the payload; returns its length. */
+static uint32_t
+write_meta(struct scimq_mpi_agent *a, uint32_t slot, const scimq_message_t *m)
+{
+    uint8_t *payload =
+        a->pool + (size_t) slot * a->slot_size + SCIMQ_MPI_SLOT_META;
+    uint8_t tmp[SCIMQ_MPI_SLOT_META];
+    size_t len = 4;
+    uint32_t n = m->block_count < SCIMQ_MPI_MAX_BLOCKS ? m->block_count
+                                                       : SCIMQ_MPI_MAX_BLOCKS;
+
+    /* count u32, then per block: name length u32, data length u64, name */
+    wire_put32(tmp, n);
+    for (uint32_t i = 0; i < n; i++) {
+        const char *name = m->blocks[i].name ? m->blocks[i].name : "";
+        size_t nl = strlen(name);
+
+        if (len + 12 + nl > sizeof(tmp)) {
+            nl = 0; /* names that do not fit are dropped, lengths kept */
+            name = "";
+        }
+        wire_put32(tmp + len, (uint32_t) nl);
+        wire_put64(tmp + len + 4, m->blocks[i].len);
+        memcpy(tmp + len + 12, name, nl);
+        len += 12 + nl;
+    }
+    memcpy(payload - len, tmp, len);
+    return (uint32_t) len;
+}
+
+static void
+assign(struct scimq_mpi_agent *a, int rank, uint32_t slot)
+{
+    struct agent_slot *s = &a->slots[slot];
+    struct scimq_mpi_ctrl msg = {.type = CTRL_MSG, .slot = slot};
+    uint8_t *payload =
+        a->pool + (size_t) slot * a->slot_size + SCIMQ_MPI_SLOT_META;
+    int rc;
+
+    msg.meta_len = write_meta(a, slot, s->msg);
+    s->gen++;
+    s->rank = rank;
+    msg.gen = s->gen;
+    msg.payload_len = s->msg->payload_len;
+    msg.read_len = msg.meta_len + s->msg->payload_len;
+    /* Validated here, where the layout is known: inside the slot. */
+    msg.raddr =
+        scimq__fabric_remote_addr(&a->fab, &a->pool_mr, payload - msg.meta_len);
+    msg.key = a->pool_mr.key;
+    msg.msg_id = s->msg->msg_id;
+    msg.attempt = s->msg->attempt;
+    a->waiting[rank] = false;
+    rc = send_ctrl(a, rank, &msg);
+    if (rc != 0) {
+        SCIMQ_LOG_ERROR(MPI, "agent: cannot send to rank %d: %s", rank,
+                        scimq_strerror(rc));
+        /* The message goes back to the gateway for someone else. */
+        (void) scimq_client_nack(a->client, s->msg, 1, 0);
+        scimq_message_free(a->client, s->msg);
+        s->msg = NULL;
+        s->rank = -1;
+    }
+}
+
+/* Settles the message in slot on behalf of rank (DONE or NACK). */
+static void
+settle(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c)
+{
+    struct agent_slot *s;
+
+    if (c->slot >= a->nslots)
+        return;
+    s = &a->slots[c->slot];
+    if (s->msg == NULL || s->rank != (int) c->rank || s->gen != c->gen)
+        return; /* stale: the slot moved on */
+    slot_free(a, c->slot);
+    if (c->type == CTRL_DONE)
+        (void) scimq_client_ack(a->client, s->msg);
+    else
+        (void) scimq_client_nack(a->client, s->msg,
+                                 (c->flags & CTRL_F_REQUEUE) != 0, 0);
+    scimq_message_free(a->client, s->msg); /* frees the slot */
+    s->msg = NULL;
+    s->rank = -1;
+}
+
+/* Gives back every message held for a rank that left. */
+static void
+rank_gone(struct scimq_mpi_agent *a, int rank)
+{
+    for (uint32_t i = 0; i < a->nslots; i++) {
+        struct agent_slot *s = &a->slots[i];
+
+        if (s->msg != NULL && s->rank == rank) {
+            (void) scimq_client_nack(a->client, s->msg, 1, 0);
+            scimq_message_free(a->client, s->msg);
+            s->msg = NULL;
+            s->rank = -1;
+        }
+    }
+    if (!a->gone[rank]) {
+        a->gone[rank] = true;
+        a->ngone++;
+    }
+    a->waiting[rank] = false;
+}
+
+static void
+handle_ctrl(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c)
+{
+    if (c->magic != SCIMQ_MPI_CTRL_MAGIC || c->rank >= (uint32_t) a->nranks) {
+        SCIMQ_LOG_ERROR(MPI, "agent: malformed control message ignored");
+        return;
+    }
+    switch (c->type) {
+    case CTRL_WANT:
+        a->waiting[c->rank] = true;
+        break;
+    case CTRL_DONE:
+    case CTRL_NACK:
+        settle(a, c);
+        if (c->flags & CTRL_F_WANT)
+            a->waiting[c->rank] = true;
+        break;
+    case CTRL_EXTEND:
+        if (c->slot < a->nslots && a->slots[c->slot].msg != NULL &&
+            a->slots[c->slot].gen == c->gen)
+            (void) scimq_client_extend(a->client, a->slots[c->slot].msg,
+                                       c->lease_ms);
+        break;
+    case CTRL_BYE:
+        rank_gone(a, (int) c->rank);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Takes what the client has received into the ready FIFO. */
+static void
+fetch(struct scimq_mpi_agent *a)
+{
+    while (!a->eos && a->error == 0 && a->ready_n < a->nslots) {
+        scimq_message_t *m;
+        uint32_t slot;
+        int rc = scimq_client_get(a->client, &m, 0);
+
+        if (rc == SCIMQ_EAGAIN)
+            return;
+        if (rc == SCIMQ_EOS) {
+            a->eos = true;
+            return;
+        }
+        if (rc != 0) {
+            SCIMQ_LOG_ERROR(MPI, "agent: gateway connection failed: %s",
+                            scimq_strerror(rc));
+            a->error = rc;
+            return;
+        }
+        slot = ctx_slot(m->payload_ctx);
+        a->slots[slot].msg = m;
+        a->slots[slot].rank = -1;
+        a->ready[(a->ready_head + a->ready_n) % a->nslots] = slot;
+        a->ready_n++;
+    }
+}
+
+/* Hands ready messages to waiting ranks, round robin; EOS or errors to
+ * waiting ranks once nothing is left. */
+static bool
+dispatch(struct scimq_mpi_agent *a)
+{
+    bool did = false;
+
+    for (int k = 0; k < a->nranks && a->ready_n > 0; k++) {
+        int r = (a->rr + k) % a->nranks;
+        uint32_t slot;
+
+        if (!a->waiting[r] || a->gone[r])
+            continue;
+        slot = a->ready[a->ready_head];
+        a->ready_head = (a->ready_head + 1) % a->nslots;
+        a->ready_n--;
+        assign(a, r, slot);
+        a->rr = (r + 1) % a->nranks;
+        did = true;
+    }
+    if (a->ready_n == 0 && (a->eos || a->error != 0)) {
+        for (int r = 0; r < a->nranks; r++) {
+            struct scimq_mpi_ctrl c = {.type = a->error ? CTRL_ERR : CTRL_EOS,
+                                       .code = a->error};
+
+            if (!a->waiting[r] || a->gone[r])
+                continue;
+            a->waiting[r] = false;
+            (void) send_ctrl(a, r, &c);
+            did = true;
+        }
+    }
+    return did;
+}
+
+static void *
+agent_main(void *arg)
+{
+    struct scimq_mpi_agent *a = arg;
+    unsigned int spins = 0;
+
+    scimq__topo_bind_near_nic();
+    while (!atomic_load(&a->stop) && a->ngone < a->nranks) {
+        struct scimq_fabric_cqe cqe[16];
+        bool busy = false;
+        int n = scimq__fabric_poll(&a->fab, cqe, 16);
+
+        if (n < 0) {
+            /* A failed send to a rank that left: nothing to do. */
+            struct scimq_mpi_op *op = cqe[0].context;
+
+            if (op != NULL && op->kind == OP_SEND)
+                op->busy = false;
+            else if (op != NULL && op->kind == OP_RECV)
+                (void) scimq__fabric_recv(&a->fab, &op->msg, sizeof(op->msg),
+                                          a->ops_mr.desc, op);
+            continue;
+        }
+        for (int i = 0; i < n; i++) {
+            struct scimq_mpi_op *op = cqe[i].context;
+
+            busy = true;
+            if (op->kind == OP_SEND)
+                op->busy = false;
+            else if (op->kind == OP_RECV)
+                op->pending = true;
+        }
+        /* Handle what arrived, here or while a send waited for room. */
+        for (int i = 0; i < a->nrecv; i++) {
+            struct scimq_mpi_op *op = &a->ops[i];
+
+            if (!op->pending)
+                continue;
+            op->pending = false;
+            handle_ctrl(a, &op->msg);
+            (void) scimq__fabric_recv(&a->fab, &op->msg, sizeof(op->msg),
+                                      a->ops_mr.desc, op);
+            busy = true;
+        }
+        fetch(a);
+        if (dispatch(a))
+            busy = true;
+        if (busy)
+            spins = 0;
+        else
+            scimq__mpi_backoff(&spins);
+    }
+    atomic_store(&a->exited, true);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Life cycle                                                                */
+/* ------------------------------------------------------------------------ */
+
+int
+scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
+                    struct scimq_mpi_agent_info *info)
+{
+    struct scimq_mpi_agent *a = calloc(1, sizeof(*a));
+    scimq_client_options_t co;
+    size_t page = (size_t) sysconf(_SC_PAGESIZE), huge = 2u << 20;
+    int rc;
+
+    if (a == NULL)
+        return SCIMQ_ENOMEM;
+    a->ctx = ctx;
+    a->nranks = ctx->node_size;
+    pthread_mutex_init(&a->slot_lock, NULL);
+    rc = scimq__fabric_open(&a->fab, ctx->provider);
+    if (rc != 0)
+        goto fail;
+
+    /* The pool: slots of SLOT_META + max_message, 2 MiB aligned so that
+     * transparent huge pages can back them; bound near the NIC and touched
+     * now, because first-touch page faults are slow and must not happen
+     * on the data path. */
+    a->slot_size =
+        (SCIMQ_MPI_SLOT_META + ctx->opt.max_message + huge - 1) & ~(huge - 1);
+    a->nslots = (uint32_t) a->nranks * ctx->opt.slots_per_rank;
+    a->pool_len = a->slot_size * a->nslots;
+    a->pool = mmap(NULL, a->pool_len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (a->pool == MAP_FAILED) {
+        a->pool = NULL;
+        rc = SCIMQ_ENOMEM;
+        goto fail;
+    }
+    (void) madvise(a->pool, a->pool_len, MADV_HUGEPAGE);
+    scimq__topo_membind_near_nic(a->pool, a->pool_len);
+    for (size_t off = 0; off < a->pool_len; off += page)
+        a->pool[off] = 0;
+    rc = scimq__fabric_mr_reg(&a->fab, a->pool, a->pool_len, 1, &a->pool_mr);
+    if (rc != 0)
+        goto fail;
+
+    a->slots = calloc(a->nslots, sizeof(*a->slots));
+    a->ready = calloc(a->nslots, sizeof(*a->ready));
+    a->rank_fa = calloc((size_t) a->nranks, sizeof(*a->rank_fa));
+    a->waiting = calloc((size_t) a->nranks, sizeof(bool));
+    a->gone = calloc((size_t) a->nranks, sizeof(bool));
+    a->nrecv = 2 * a->nranks;
+    a->nsend = 2 * a->nranks;
+    a->ops = calloc((size_t) (a->nrecv + a->nsend), sizeof(*a->ops));
+    rc = SCIMQ_ENOMEM;
+    if (!a->slots || !a->ready || !a->rank_fa || !a->waiting || !a->gone ||
+        !a->ops)
+        goto fail;
+    for (uint32_t i = 0; i < a->nslots; i++)
+        a->slots[i].rank = -1;
+    rc = scimq__fabric_mr_reg(&a->fab, a->ops,
+                              (size_t) (a->nrecv + a->nsend) * sizeof(*a->ops),
+                              2, &a->ops_mr);
+    if (rc != 0)
+        goto fail;
+
+    scimq_client_options_default(&co);
+    co.streams = ctx->opt.streams;
+    co.client_name = "scimq-mpi-agent";
+    co.token_file = ctx->token_file;
+    co.payload_alloc = slot_alloc;
+    co.payload_release = slot_release;
+    co.alloc_arg = a;
+    rc = scimq_client_open(ctx->url, &co, &a->client);
+    if (rc != 0) {
+        SCIMQ_LOG_ERROR(MPI, "agent: cannot connect to %s: %s", ctx->url,
+                        scimq_strerror(rc));
+        goto fail;
+    }
+    /* One credit per slot: a message arrives only when a slot is free. */
+    rc = scimq_client_subscribe(a->client, ctx->queue, a->nslots,
+                                (uint64_t) a->nslots * ctx->opt.max_message);
+    if (rc != 0) {
+        SCIMQ_LOG_ERROR(MPI, "agent: cannot consume %s: %s", ctx->queue,
+                        scimq_strerror(rc));
+        goto fail;
+    }
+
+    memset(info, 0, sizeof(*info));
+    memcpy(info->addr, a->fab.addr, a->fab.addr_len);
+    info->addr_len = a->fab.addr_len;
+    info->pool_raddr = scimq__fabric_remote_addr(&a->fab, &a->pool_mr, a->pool);
+    info->pool_len = a->pool_len;
+    info->pool_key = a->pool_mr.key;
+    info->slot_size = a->slot_size;
+    *a_p = a;
+    return 0;
+fail:
+    scimq__agent_destroy(a);
+    return rc;
+}
+
+int
+scimq__agent_start(struct scimq_mpi_agent *a, const uint8_t *addrs,
+                   size_t stride, int nranks)
+{
+    int rc;
+
+    for (int r = 0; r < nranks; r++) {
+        rc = scimq__fabric_av_insert(&a->fab, addrs + (size_t) r * stride,
+                                     &a->rank_fa[r]);
+        if (rc != 0)
+            return rc;
+    }
+    for (int i = 0; i < a->nrecv + a->nsend; i++) {
+        a->ops[i].kind = i < a->nrecv ? OP_RECV : OP_SEND;
+        a->ops[i].index = i < a->nrecv ? i : i - a->nrecv;
+    }
+    for (int i = 0; i < a->nrecv; i++) {
+        rc = scimq__fabric_recv(&a->fab, &a->ops[i].msg, sizeof(a->ops[i].msg),
+                                a->ops_mr.desc, &a->ops[i]);
+        if (rc != 0)
+            return rc;
+    }
+    if (pthread_create(&a->thread, NULL, agent_main, a) != 0)
+        return SCIMQ_ENOMEM;
+    a->started = true;
+    return 0;
+}
+
+void
+scimq__agent_destroy(struct scimq_mpi_agent *a)
+{
+    if (a == NULL)
+        return;
+    if (a->started) {
+        struct timespec ms = {0, 1000000};
+
+        /* Every rank sent its last DONE and BYE before finalize's barrier:
+         * let the agent see them (so nothing processed is requeued), but
+         * wait 10 s at most. */
+        for (int i = 0; i < 10000 && !atomic_load(&a->exited); i++)
+            nanosleep(&ms, NULL);
+        atomic_store(&a->stop, true);
+        pthread_join(a->thread, NULL);
+    }
+    if (a->client != NULL) {
+        /* Messages in the pool that no rank processed go back. */
+        for (uint32_t i = 0; a->slots && i < a->nslots; i++) {
+            if (a->slots[i].msg != NULL) {
+                (void) scimq_client_nack(a->client, a->slots[i].msg, 1, 0);
+                scimq_message_free(a->client, a->slots[i].msg);
+                a->slots[i].msg = NULL;
+            }
+        }
+        (void) scimq_client_close(a->client);
+    }
+    scimq__fabric_mr_dereg(&a->ops_mr);
+    scimq__fabric_mr_dereg(&a->pool_mr);
+    scimq__fabric_close(&a->fab);
+    if (a->pool != NULL)
+        munmap(a->pool, a->pool_len);
+    free(a->slots);
+    free(a->ready);
+    free(a->rank_fa);
+    free(a->waiting);
+    free(a->gone);
+    free(a->ops);
+    pthread_mutex_destroy(&a->slot_lock);
+    free(a);
+}

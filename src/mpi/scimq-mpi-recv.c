@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * scimq-mpi-recv: drain a queue into the ranks of an MPI job through the
+ * SciMQ runtime, verifying self-verifying payloads.
+ *
+ *   mpirun -np N scimq-mpi-recv --url scimq://HOST:PORT --queue Q --verify
+ *          [--until-eos] [--seq-log FILE] [--expect N] [--process-ms MS]
+ *          [--slow-ranks LIST --slow-factor F] [--provider P] [--streams S]
+ *
+ * Every rank loops on scimq_mpi_next().  With --seq-log, each rank appends
+ * the sequence number of every verified message to FILE.<rank> before it
+ * acknowledges it (so a job killed at any moment has a record of what it
+ * processed), and rank 0 writes the union to FILE at the end.  Rank 0
+ * prints one JSON line: messages and bytes per rank, lost, duplicates,
+ * corrupt.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <mpi.h>
+
+#include <scimq/mpi.h>
+
+#include "tools/iofd.h"
+#include "tools/seqset.h"
+#include "tools/synth.h"
+
+#define NAME "scimq-mpi-recv"
+
+struct rank_stats {
+    uint64_t messages, bytes, verified, corrupt, not_synthetic, redelivered;
+    double busy_s;
+};
+
+static void
+usage(FILE *out)
+{
+    fprintf(out,
+            "usage: mpirun -np N scimq-mpi-recv --queue Q [options]\n"
+            "  --url scimq://HOST:PORT  gateway ($SCIMQ_URL)\n"
+            "  --queue Q                queue ($SCIMQ_QUEUE)\n"
+            "  --verify                 check synthetic payloads\n"
+            "  --until-eos              run until end of stream (always)\n"
+            "  --expect N               count losses against 0..N-1\n"
+            "  --seq-log FILE           per-rank FILE.<rank>, union in FILE\n"
+            "  --process-ms MS          simulated work per message\n"
+            "  --slow-ranks LIST        ranks that work --slow-factor times "
+            "longer\n"
+            "  --slow-factor F          (5)\n"
+            "  --provider P             libfabric provider (shm, "
+            "tcp;ofi_rxm)\n"
+            "  --streams S              agent streams to the gateway\n"
+            "  --max-message SIZE       largest message (16MiB)\n");
+}
+
+static bool
+in_list(const char *list, int rank)
+{
+    char *copy, *save = NULL, *tok;
+    bool found = false;
+
+    if (list == NULL)
+        return false;
+    copy = strdup(list);
+    for (tok = strtok_r(copy, ",", &save); tok && !found;
+         tok = strtok_r(NULL, ",", &save))
+        found = atoi(tok) == rank;
+    free(copy);
+    return found;
+}
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
+}
+
+static const scimq_block_t *
+data_block(const scimq_mpi_msg_t *m)
+{
+    for (uint32_t i = 0; i < m->block_count; i++)
+        if (strcmp(m->blocks[i].name, "data") == 0)
+            return &m->blocks[i];
+    return m->block_count > 0 ? &m->blocks[0] : NULL;
+}
+
+int
+main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"url", required_argument, NULL, 'u'},
+        {"queue", required_argument, NULL, 'q'},
+        {"verify", no_argument, NULL, 'v'},
+        {"until-eos", no_argument, NULL, 'e'},
+        {"expect", required_argument, NULL, 'x'},
+        {"seq-log", required_argument, NULL, 'l'},
+        {"process-ms", required_argument, NULL, 'p'},
+        {"slow-ranks", required_argument, NULL, 'S'},
+        {"slow-factor", required_argument, NULL, 'F'},
+        {"provider", required_argument, NULL, 'P'},
+        {"streams", required_argument, NULL, 's'},
+        {"max-message", required_argument, NULL, 'm'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    scimq_mpi_options_t mo;
+    scimq_mpi_t *ctx = NULL;
+    struct scimq_seqset seqs = {0};
+    struct rank_stats st = {0};
+    const char *url = NULL, *queue = NULL, *seq_log = NULL, *slow = NULL;
+    bool verify = false;
+    uint64_t expect = 0, process_ms = 0, *mine = NULL, nmine = 0, cap = 0;
+    double factor = 5, t0, t1, work_ms;
+    int rank, size, ch, rc, log_fd = -1, final_rc = 0;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    scimq_mpi_options_default(&mo);
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'u':
+            url = optarg;
+            break;
+        case 'q':
+            queue = optarg;
+            break;
+        case 'v':
+            verify = true;
+            break;
+        case 'e':
+            break;
+        case 'x':
+            expect = strtoull(optarg, NULL, 10);
+            break;
+        case 'l':
+            seq_log = optarg;
+            break;
+        case 'p':
+            process_ms = strtoull(optarg, NULL, 10);
+            break;
+        case 'S':
+            slow = optarg;
+            break;
+        case 'F':
+            factor = strtod(optarg, NULL);
+            break;
+        case 'P':
+            mo.provider = optarg;
+            break;
+        case 's':
+            mo.streams = (uint32_t) strtoul(optarg, NULL, 10);
+            break;
+        case 'm':
+            mo.max_message = strtoull(optarg, NULL, 10);
+            if (strpbrk(optarg, "KkMmGg") != NULL) {
+                /* Sizes with units go through the runtime's parser. */
+                setenv("SCIMQ_MPI_MAX_MESSAGE", optarg, 1);
+                mo.max_message = 0;
+            }
+            break;
+        case 'h':
+            if (rank == 0)
+                usage(stdout);
+            MPI_Finalize();
+            return 0;
+        default:
+            if (rank == 0)
+                usage(stderr);
+            MPI_Finalize();
+            return 2;
+        }
+    }
+    if (seq_log != NULL) {
+        char path[4096];
+
+        snprintf(path, sizeof(path), "%s.%d", seq_log, rank);
+        log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (log_fd < 0)
+            fprintf(stderr, NAME ": %s: %s\n", path, strerror(errno));
+    }
+    work_ms = (double) process_ms * (in_list(slow, rank) ? factor : 1.0);
+
+    rc = scimq_mpi_init(MPI_COMM_WORLD, url, queue, &mo, &ctx);
+    if (rc != 0) {
+        if (rank == 0) {
+            fprintf(stderr, NAME ": cannot start: %s (%s)\n",
+                    scimq_strerror(rc), scimq_err_name(rc));
+            printf("{\"tool\":\"" NAME "\",\"error\":\"%s\"}\n",
+                   scimq_err_name(rc));
+        }
+        MPI_Finalize();
+        return 1;
+    }
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = now_s();
+    for (;;) {
+        scimq_mpi_msg_t m;
+        const scimq_block_t *b;
+
+        rc = scimq_mpi_next_timed(ctx, &m, -1);
+        if (rc == SCIMQ_EOS) {
+            rc = 0;
+            break;
+        }
+        if (rc != 0) {
+            fprintf(stderr, NAME ": rank %d: %s (%s)\n", rank,
+                    scimq_strerror(rc), scimq_err_name(rc));
+            final_rc = 1;
+            break;
+        }
+        st.messages++;
+        st.bytes += m.len;
+        if (m.attempt > 1)
+            st.redelivered++;
+        b = data_block(&m);
+        if (verify && b != NULL) {
+            uint64_t seq;
+            int vr = scimq__synth_verify(b->data, (size_t) b->len, &seq);
+
+            if (vr == 0) {
+                st.verified++;
+                (void) scimq__seqset_add(&seqs, seq);
+                if (nmine == cap) {
+                    cap = cap ? cap * 2 : 1024;
+                    mine = realloc(mine, cap * sizeof(*mine));
+                }
+                mine[nmine++] = seq;
+                if (log_fd >= 0) {
+                    char line[32];
+                    int n = snprintf(line, sizeof(line), "%" PRIu64 "\n", seq);
+
+                    /* Before the ack (the next call): nothing processed
+                     * goes unrecorded, even if the job is killed. */
+                    (void) scimq__write_all(log_fd, line, (size_t) n);
+                }
+            } else if (vr == SCIMQ_EINVAL) {
+                st.not_synthetic++;
+            } else {
+                st.corrupt++;
+            }
+        }
+        if (work_ms > 0) {
+            double t = now_s();
+            struct timespec ts = {
+                (time_t) (work_ms / 1000),
+                (long) ((work_ms - 1000 * (double) (time_t) (work_ms / 1000)) *
+                        1e6)};
+
+            nanosleep(&ts, NULL);
+            st.busy_s += now_s() - t;
+        }
+    }
+    t1 = now_s();
+    if (log_fd >= 0)
+        close(log_fd);
+
+    /* Gather per-rank results and every verified sequence number. */
+    {
+        struct rank_stats *all =
+            rank == 0 ? calloc((size_t) size, sizeof(*all)) : NULL;
+        int n = (int) nmine, *counts = NULL, *displs = NULL, total = 0;
+        uint64_t *seq_all = NULL;
+        double t_max = 0, dt = t1 - t0;
+
+        MPI_Gather(&st, sizeof(st), MPI_BYTE, all, sizeof(st), MPI_BYTE, 0,
+                   MPI_COMM_WORLD);
+        MPI_Reduce(&dt, &t_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        if (rank == 0) {
+            counts = calloc((size_t) size, sizeof(int));
+            displs = calloc((size_t) size, sizeof(int));
+        }
+        MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (rank == 0) {
+            for (int r = 0; r < size; r++) {
+                displs[r] = total;
+                total += counts[r];
+            }
+            seq_all = malloc(((size_t) total + 1) * sizeof(uint64_t));
+        }
+        MPI_Gatherv(mine, n, MPI_UINT64_T, seq_all, counts, displs,
+                    MPI_UINT64_T, 0, MPI_COMM_WORLD);
+        if (rank == 0) {
+            struct scimq_seqset u = {0};
+            json_t *per = json_array(), *o;
+            uint64_t msgs = 0, bytes = 0, verified = 0, corrupt = 0, redel = 0;
+            FILE *fp = NULL;
+            char *text;
+
+            for (int i = 0; i < total; i++)
+                (void) scimq__seqset_add(&u, seq_all[i]);
+            for (int r = 0; r < size; r++) {
+                msgs += all[r].messages;
+                bytes += all[r].bytes;
+                verified += all[r].verified;
+                corrupt += all[r].corrupt;
+                redel += all[r].redelivered;
+                json_array_append_new(
+                    per, json_pack("{s:i, s:I, s:I, s:f}", "rank", r,
+                                   "messages", (json_int_t) all[r].messages,
+                                   "bytes", (json_int_t) all[r].bytes, "busy_s",
+                                   all[r].busy_s));
+            }
+            if (seq_log != NULL && (fp = fopen(seq_log, "w")) != NULL) {
+                for (uint64_t s = 0; s < u.max_plus1; s++)
+                    if (u.bits[s / 8] & (1u << (s % 8)))
+                        fprintf(fp, "%" PRIu64 "\n", s);
+                fclose(fp);
+            }
+            o = json_pack("{s:s, s:i, s:I, s:I, s:f, s:f, s:o}", "tool", NAME,
+                          "ranks", size, "messages", (json_int_t) msgs, "bytes",
+                          (json_int_t) bytes, "seconds", t_max, "MiB_per_s",
+                          t_max > 0 ? (double) bytes / t_max / 1048576.0 : 0.0,
+                          "per_rank", per);
+            if (verify) {
+                json_object_set_new(o, "verified",
+                                    json_integer((json_int_t) verified));
+                json_object_set_new(o, "corrupt",
+                                    json_integer((json_int_t) corrupt));
+                json_object_set_new(o, "duplicates",
+                                    json_integer((json_int_t) u.duplicates));
+                json_object_set_new(
+                    o, "lost",
+                    json_integer(
+                        (json_int_t) scimq__seqset_missing(&u, expect)));
+            }
+            json_object_set_new(o, "redelivered",
+                                json_integer((json_int_t) redel));
+            json_object_set_new(o, "eos", json_boolean(final_rc == 0));
+            text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            if (text != NULL)
+                printf("%s\n", text);
+            fflush(stdout);
+            free(text);
+            json_decref(o);
+            scimq__seqset_fini(&u);
+            if (corrupt > 0)
+                final_rc = 1;
+        }
+        free(all);
+        free(counts);
+        free(displs);
+        free(seq_all);
+    }
+    free(mine);
+    scimq__seqset_fini(&seqs);
+    (void) scimq_mpi_finalize(ctx);
+    MPI_Finalize();
+    return final_rc;
+}
