@@ -67,13 +67,13 @@ SCIMQ_EXPORT void scimq_mpi_options_default(scimq_mpi_options_t *opts);
  * ack/nack, or finalize).
  */
 typedef struct scimq_mpi_msg {
-    void *data;           /**< the payload: blocks back to back */
-    uint64_t len;         /**< payload bytes */
-    uint32_t block_count; /**< blocks of the message */
+    void *data;                  /**< the payload: blocks back to back */
+    uint64_t len;                /**< payload bytes */
+    uint32_t block_count;        /**< blocks of the message */
     const scimq_block_t *blocks; /**< names and data of each block */
-    uint64_t msg_id;      /**< the gateway's message id */
-    uint32_t attempt;     /**< 1 on first delivery */
-    uint64_t handle;      /**< private: names the delivery */
+    uint64_t msg_id;             /**< the gateway's message id */
+    uint32_t attempt;            /**< 1 on first delivery */
+    uint64_t handle;             /**< private: names the delivery */
 } scimq_mpi_msg_t;
 
 /**
@@ -128,8 +128,7 @@ SCIMQ_EXPORT int scimq_mpi_nack(scimq_mpi_t *ctx, scimq_mpi_msg_t *msg,
                                 int requeue);
 
 /** Extends the lease of msg by lease_ms (for long tasks). */
-SCIMQ_EXPORT int scimq_mpi_extend(scimq_mpi_t *ctx,
-                                  const scimq_mpi_msg_t *msg,
+SCIMQ_EXPORT int scimq_mpi_extend(scimq_mpi_t *ctx, const scimq_mpi_msg_t *msg,
                                   uint32_t lease_ms);
 
 /**
