@@ -89,15 +89,6 @@ now_s(void)
     return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
 }
 
-static const scimq_block_t *
-data_block(const scimq_mpi_msg_t *m)
-{
-    for (uint32_t i = 0; i < m->block_count; i++)
-        if (strcmp(m->blocks[i].name, "data") == 0)
-            return &m->blocks[i];
-    return m->block_count > 0 ? &m->blocks[0] : NULL;
-}
-
 int
 main(int argc, char **argv)
 {
@@ -227,7 +218,7 @@ main(int argc, char **argv)
         st.bytes += m.len;
         if (m.attempt > 1)
             st.redelivered++;
-        b = data_block(&m);
+        b = scimq__synth_block(m.blocks, m.block_count);
         if (verify && b != NULL) {
             uint64_t seq;
             int vr = scimq__synth_verify(b->data, (size_t) b->len, &seq);

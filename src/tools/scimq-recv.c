@@ -54,15 +54,6 @@ usage(FILE *out)
             "leaving\n" TOOL_COMMON_USAGE);
 }
 
-static const scimq_block_t *
-data_block(const scimq_message_t *m)
-{
-    for (uint32_t i = 0; i < m->block_count; i++)
-        if (m->blocks[i].name != NULL && strcmp(m->blocks[i].name, "data") == 0)
-            return &m->blocks[i];
-    return m->block_count > 0 ? &m->blocks[0] : NULL;
-}
-
 int
 main(int argc, char **argv)
 {
@@ -200,7 +191,7 @@ main(int argc, char **argv)
         bytes += m->payload_len;
         if (m->attempt > 1)
             redelivered++;
-        b = data_block(m);
+        b = scimq__synth_block(m->blocks, m->block_count);
         if (verify && b != NULL) {
             uint64_t seq;
             int vr = scimq__synth_verify(b->data, (size_t) b->len, &seq);

@@ -85,3 +85,12 @@ scimq__synth_size(uint64_t seq, uint64_t min, uint64_t max)
         return max;
     return (uint64_t) size;
 }
+
+const scimq_block_t *
+scimq__synth_block(const scimq_block_t *blocks, uint32_t count)
+{
+    for (uint32_t i = 0; i < count; i++)
+        if (blocks[i].name != NULL && strcmp(blocks[i].name, "data") == 0)
+            return &blocks[i];
+    return count > 0 ? &blocks[0] : NULL;
+}

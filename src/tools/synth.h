@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <scimq/client.h>
+
 #define SCIMQ_SYNTH_HEADER_LEN 32
 
 /* Fills buf (len >= 32) as message number seq.  Returns 0 or SCIMQ_EINVAL. */
@@ -38,5 +40,10 @@ uint64_t scimq__synth_size(uint64_t seq, uint64_t min, uint64_t max);
  * SCIMQ_EPROTO_DATASUM when it is one but corrupted.
  */
 int scimq__synth_verify(const void *buf, size_t len, uint64_t *seq_p);
+
+/* The block of a message that carries the synthetic payload: the one named
+ * "data", else the first; NULL for a message without blocks. */
+const scimq_block_t *scimq__synth_block(const scimq_block_t *blocks,
+                                        uint32_t count);
 
 #endif /* SCIMQ_TOOLS_SYNTH_H */
