@@ -852,6 +852,18 @@ gw_broker_declare(struct gateway *gw, const scimq_proto_frame_t *f,
         *created_p = 0;
         goto out;
     }
+    if (a->dead_letter.len > 0) {
+        /* The dead-letter queue must exist and be another queue. */
+        if (a->dead_letter.len == a->queue.len &&
+            memcmp(a->dead_letter.ptr, a->queue.ptr, a->queue.len) == 0) {
+            rc = SCIMQ_EINVAL;
+            goto out;
+        }
+        if (queue_find_str(gw, &a->dead_letter) == NULL) {
+            rc = SCIMQ_ENOENT;
+            goto out;
+        }
+    }
     q = xcalloc(1, sizeof(*q));
     q->name = xstrndup(a->queue.ptr, a->queue.len);
     q->kind = a->kind;
