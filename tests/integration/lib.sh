@@ -43,6 +43,9 @@ expect_eq() {
 # Gateway helpers.  Every process started here is stopped by PID on exit.
 # ---------------------------------------------------------------------------
 gwbin="$top_builddir/src/gateway/scimq-gateway"
+# Sanitizer builds keep freed memory in quarantine: RSS bounds mean nothing.
+sanitized=no
+ldd "$gwbin" 2>/dev/null | grep -q 'libasan\|libtsan' && sanitized=yes
 pids=""
 
 cleanup() {

@@ -13,10 +13,16 @@ if ! ss -K dst 192.0.2.1 > /dev/null 2>&1; then
 fi
 
 # cut_one PID: destroys one established TCP connection of process PID to
-# the gateway; prints its local port.
+# the gateway (waiting up to 10 s for one to exist); prints its local port.
 cut_one() {
-    port=$(ss -tnp state established "( dport = :$GW_PORT )" 2>/dev/null |
-        grep "pid=$1," | awk '{print $3}' | head -1 | sed 's/.*://')
+    tries=0
+    port=
+    while [ -z "$port" ] && [ "$tries" -lt $((100 * mult)) ]; do
+        port=$(ss -tnp state established "( dport = :$GW_PORT )" 2>/dev/null |
+            grep "pid=$1," | awk '{print $3}' | head -1 | sed 's/.*://')
+        [ -n "$port" ] || sleep 0.1
+        tries=$((tries + 1))
+    done
     [ -n "$port" ] || return 1
     ss -K state established "( sport = :$port and dport = :$GW_PORT )" \
         > /dev/null 2>&1
@@ -28,7 +34,7 @@ start_gateway
 
 # Producer: 4 streams, paced so the cut lands mid-transfer.
 "$bindir/scimq-send" --queue cut --streams 4 --synthetic --size 256KiB \
-    --count "$n" --rate 200 --close > "$workdir/send.json" 2> "$workdir/send.err" &
+    --count "$n" --rate 100 --close > "$workdir/send.json" 2> "$workdir/send.err" &
 send_pid=$!
 track "$send_pid"
 # Consumer: 4 streams, a little slower than the producer.
