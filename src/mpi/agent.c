@@ -66,23 +66,6 @@ struct scimq_mpi_agent {
     int error;
 };
 
-void
-scimq__mpi_backoff(unsigned int *spins)
-{
-    struct timespec ts = {0, 0};
-
-    /* Spin briefly, then sleep longer and longer (up to 1 ms): ranks are
-     * often oversubscribed and polling must not starve the workers. */
-    if (*spins < 64) {
-        (*spins)++;
-        sched_yield();
-        return;
-    }
-    ts.tv_nsec = *spins < 256 ? 20000 : *spins < 1024 ? 200000 : 1000000;
-    (*spins)++;
-    nanosleep(&ts, NULL);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Pool slots (payload_alloc / payload_release of the client)               */
 /* ------------------------------------------------------------------------ */
@@ -252,6 +235,7 @@ assign(struct scimq_mpi_agent *a, int rank, uint32_t slot)
     msg.attempt = s->msg->attempt;
     a->waiting[rank] = false;
     rc = send_ctrl(a, rank, &msg);
+    scimq__mpi_hot(); /* the rank's read follows: keep polling */
     if (rc != 0) {
         SCIMQ_LOG_ERROR(MPI, "agent: cannot send to rank %d: %s", rank,
                         scimq_strerror(rc));

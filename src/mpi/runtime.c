@@ -159,6 +159,8 @@ send_ctrl(scimq_mpi_t *ctx, uint16_t type, uint16_t flags, uint32_t lease_ms)
                                     ctx->ops_mr.desc, ctx->agent_fa, op);
             if (rc == 0) {
                 op->busy = true;
+                /* An answer (or our read's completion) comes soon. */
+                scimq__mpi_hot();
                 return 0;
             }
             if (rc != SCIMQ_EAGAIN)

@@ -134,7 +134,9 @@ int scimq__agent_start(struct scimq_mpi_agent *a, const uint8_t *addrs,
  * gateway and frees the agent. */
 void scimq__agent_destroy(struct scimq_mpi_agent *a);
 
-/* Polls with a back-off that stays cheap on oversubscribed nodes. */
+/* Polls with a back-off that stays cheap on oversubscribed nodes, except
+ * for a few milliseconds after scimq__mpi_hot() (backoff.c). */
 void scimq__mpi_backoff(unsigned int *spins);
+void scimq__mpi_hot(void);
 
 #endif /* SCIMQ_MPI_RUNTIME_H */

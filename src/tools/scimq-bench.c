@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dist.h"
 #include "toolutil.h"
 
 #define BENCH_NAME "scimq-bench"
@@ -47,56 +48,6 @@ struct bench_cfg {
     const char *iperf3;
     int iperf_port;
 };
-
-/* ------------------------------------------------------------------------ */
-/* Statistics                                                                */
-/* ------------------------------------------------------------------------ */
-
-struct dist {
-    double min, q1, median, q3, max;
-};
-
-static int
-cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *) a, y = *(const double *) b;
-
-    return (x > y) - (x < y);
-}
-
-/* Quartiles by linear interpolation between order statistics. */
-static double
-quantile(const double *v, int n, double q)
-{
-    double pos = q * (n - 1);
-    int lo = (int) pos;
-    double frac = pos - lo;
-
-    return lo + 1 < n ? v[lo] * (1 - frac) + v[lo + 1] * frac : v[lo];
-}
-
-static struct dist
-dist_of(double *v, int n)
-{
-    struct dist d = {0, 0, 0, 0, 0};
-
-    if (n == 0)
-        return d;
-    qsort(v, (size_t) n, sizeof(*v), cmp_double);
-    d.min = v[0];
-    d.q1 = quantile(v, n, 0.25);
-    d.median = quantile(v, n, 0.5);
-    d.q3 = quantile(v, n, 0.75);
-    d.max = v[n - 1];
-    return d;
-}
-
-static json_t *
-dist_json(const struct dist *d)
-{
-    return json_pack("{s:f, s:f, s:f, s:f, s:f}", "min", d->min, "q1", d->q1,
-                     "median", d->median, "q3", d->q3, "max", d->max);
-}
 
 /* ------------------------------------------------------------------------ */
 /* One gateway trial                                                         */
@@ -378,7 +329,7 @@ main(int argc, char **argv)
             scimq_queue_options_t qo = {0};
             struct tool_conn tc = cfg.tc;
             char queue[64];
-            struct dist dg, di;
+            struct scimq_dist dg, di;
 
             snprintf(queue, sizeof(queue), "bench.%" PRIu64 ".%u", size, k);
             tc.streams = k;
@@ -419,8 +370,8 @@ main(int argc, char **argv)
                 (void) scimq_client_close(prod);
             if (rc != 0)
                 break;
-            dg = dist_of(gw, ngw);
-            di = dist_of(ip, nip);
+            dg = scimq__dist_of(gw, ngw);
+            di = scimq__dist_of(ip, nip);
             printf("%-8" PRIu64 " %3u  %8.0f %8.0f %8.0f %8.0f %8.0f  "
                    "%8.0f %8.0f %8.0f %8.0f %8.0f  %5.2f\n",
                    size, k, dg.min, dg.q1, dg.median, dg.q3, dg.max, di.min,
@@ -431,8 +382,8 @@ main(int argc, char **argv)
                 results,
                 json_pack("{s:I, s:i, s:i, s:o, s:o, s:f}", "size",
                           (json_int_t) size, "streams", (int) k, "trials", ngw,
-                          "gateway_MiB_per_s", dist_json(&dg),
-                          "iperf3_MiB_per_s", dist_json(&di), "ratio",
+                          "gateway_MiB_per_s", scimq__dist_json(&dg),
+                          "iperf3_MiB_per_s", scimq__dist_json(&di), "ratio",
                           di.median > 0 ? dg.median / di.median : 0.0));
         }
         free(payload);
