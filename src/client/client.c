@@ -595,22 +595,20 @@ scimq_client_close(scimq_client_t *c)
 /* Producing                                                                 */
 /* ======================================================================== */
 
-/* Waits for room in the confirmation window and posts (lock held). */
+/*
+ * Waits for room in the confirmation window and posts (lock held).  There
+ * is no time limit: a full gateway holds producers back (it stops reading
+ * their sockets) for as long as it needs to, and the producer waits; only
+ * a session that is gone for good (c->dead) ends the wait.
+ */
 static int
 put_post_locked(struct scimq_client *c, struct op *op)
 {
-    uint64_t limit = (uint64_t) c->opts.request_timeout_ms +
-                     c->opts.reconnect_ms + CLIENT_WAIT_SLACK_MS;
-    struct timespec ts;
     int rc;
 
-    deadline_after(&ts, limit);
     while (c->puts_inflight >= c->opts.confirm_window && c->dead == 0 &&
-           !c->loop_stopped) {
-        if (pthread_cond_timedwait(&c->cond, &c->lock, &ts) == ETIMEDOUT &&
-            c->puts_inflight >= c->opts.confirm_window)
-            return SCIMQ_ETIMEDOUT;
-    }
+           !c->loop_stopped)
+        pthread_cond_wait(&c->cond, &c->lock);
     rc = post_locked(c, op);
     if (rc == 0)
         c->puts_inflight++;

@@ -119,7 +119,8 @@ scimq_client_open(const char *url, const scimq_client_options_t *opts,
 /**
  * Waits for outstanding confirmations (as scimq_client_flush() with the
  * request timeout), returns unsettled deliveries to the gateway, says BYE
- * and frees the handle.  Messages still held by the caller stay valid until
+ * and frees the handle.  No other call on the handle may be in progress or
+ * start once close begins.  Messages still held by the caller stay valid until
  * scimq_message_free().
  *
  * \return 0, or the first error of a PUT that was never confirmed.
@@ -143,9 +144,16 @@ SCIMQ_EXPORT int scimq_client_close(scimq_client_t *c);
  * thread).  On failure the caller still owns them.  A confirmed failure
  * after return is reported by scimq_client_flush().
  *
+ * There is no time limit: a full gateway back-pressures its producers
+ * (stops reading their sockets) for as long as it must, and put waits.
+ * Dead peers are detected by TCP (errors, keepalive after about a minute).
+ *
  * \return 0; SCIMQ_ENOENT (no such queue), SCIMQ_ECLOSED (queue closed),
  *         SCIMQ_ENOSPC, SCIMQ_EMSGSIZE, SCIMQ_ECONNRESET (every stream lost
- *         and not reconnected), SCIMQ_EINVAL.
+ *         and not reconnected), SCIMQ_ECANCELED (the handle is closing),
+ *         SCIMQ_EINVAL, SCIMQ_ENOMEM.
+ * \note free_fn runs on the library's I/O thread: it must not block nor
+ *       call this client.
  */
 SCIMQ_EXPORT int scimq_client_put(scimq_client_t *c, const char *queue,
                                   const scimq_block_t *blocks,
@@ -185,7 +193,9 @@ SCIMQ_EXPORT int scimq_client_subscribe(scimq_client_t *c, const char *queue,
  * \param timeout_ms  0: do not wait; -1: no limit.
  * \return 0; SCIMQ_EAGAIN (timeout_ms == 0 and nothing there);
  *         SCIMQ_ETIMEDOUT; SCIMQ_EOS (every subscribed queue closed and
- *         drained); SCIMQ_ECONNRESET.
+ *         drained; never without a subscription); SCIMQ_ECONNRESET; the
+ *         error of a subscription (SCIMQ_ENOENT when its queue was
+ *         deleted); SCIMQ_ECANCELED (the handle is closing).
  */
 SCIMQ_EXPORT SCIMQ_WARN_UNUSED_RESULT int
 scimq_client_get(scimq_client_t *c, scimq_message_t **msg_p, int timeout_ms);
