@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "config.h"
 
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <scimq/error.h>
 
@@ -32,6 +36,37 @@ scimq__err_from_fi(int rc)
     }
 }
 
+/*
+ * libfabric's shm provider names its regions /dev/shm/<pid>:<n>:<m> and
+ * leaves them behind when a process is killed.  PIDs are reused (often
+ * within minutes on a busy node), and a leftover with our PID makes our
+ * own endpoint fail with EBUSY.  Any such file is stale before this
+ * process opens its first shm endpoint: remove them once.
+ */
+static void
+shm_remove_stale(void)
+{
+    char prefix[32];
+    struct dirent *de;
+    DIR *dir = opendir("/dev/shm");
+    int n = snprintf(prefix, sizeof(prefix), "%ld:", (long) getpid());
+
+    if (dir == NULL)
+        return;
+    while ((de = readdir(dir)) != NULL) {
+        char path[300];
+
+        if (strncmp(de->d_name, prefix, (size_t) n) != 0)
+            continue;
+        snprintf(path, sizeof(path), "/dev/shm/%s", de->d_name);
+        if (unlink(path) == 0)
+            SCIMQ_LOG_WARN(FABRIC, "removed stale shm region %s", path);
+    }
+    closedir(dir);
+}
+
+static pthread_once_t shm_once = PTHREAD_ONCE_INIT;
+
 int
 scimq__fabric_open(struct scimq_fabric *f, const char *provider)
 {
@@ -44,6 +79,8 @@ scimq__fabric_open(struct scimq_fabric *f, const char *provider)
     memset(f, 0, sizeof(*f));
     if (hints == NULL)
         return SCIMQ_ENOMEM;
+    if (strcmp(provider, "shm") == 0)
+        (void) pthread_once(&shm_once, shm_remove_stale);
     hints->caps = FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ;
     hints->ep_attr->type = FI_EP_RDM;
     /* Offer every registration mode; obey what comes back. */

@@ -28,6 +28,7 @@ while [ "$(cat "$workdir"/a.* 2>/dev/null | wc -l)" -lt 200 ]; do
     [ "$i" -gt $((600 * mult)) ] && fail "job A processed nothing"
     sleep 0.1
 done
+ranks_a=$(pgrep -f "seq-log $workdir/a" || true)
 kill -KILL -- -"$job_a" 2>/dev/null || kill -KILL "$job_a"
 wait "$job_a" 2>/dev/null || true
 # The ranks must be gone too (no orphan keeps consuming).
@@ -39,8 +40,12 @@ while pgrep -f "seq-log $workdir/a" > /dev/null; do
 done
 done_a=$(cat "$workdir"/a.[0-9]* | wc -l)
 ok "job A killed after processing $done_a messages"
-# libfabric shm leaves its files behind when a job is killed.
-rm -f /dev/shm/fi_* 2>/dev/null || true
+# libfabric shm leaves its regions (/dev/shm/<pid>:...) behind when a job
+# is killed: remove the killed ranks' ones (the runtime also removes stale
+# regions carrying its own PID before it opens an endpoint).
+for p in $ranks_a; do
+    rm -f /dev/shm/"$p":* 2>/dev/null || true
+done
 
 mpi_run 300 "$workdir/b.json" "$workdir/b.err" "$recv" --queue survive \
     --verify --seq-log "$workdir/b" ||
