@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -37,6 +38,17 @@
 #include "tools/synth.h"
 
 #define NAME "scimq-mpi-recv"
+
+/* SIGUSR1 (what job scripts forward before the walltime; mpirun and srun
+ * pass it to the ranks) or SIGTERM: stop asking, ack, finalize, report. */
+static volatile sig_atomic_t stop_requested;
+
+static void
+on_stop(int sig)
+{
+    (void) sig;
+    stop_requested = 1;
+}
 
 struct rank_stats {
     uint64_t messages, bytes, verified, corrupt, not_synthetic, redelivered;
@@ -197,13 +209,29 @@ main(int argc, char **argv)
         return 1;
     }
 
+    {
+        struct sigaction sa;
+
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_stop;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGUSR1, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = now_s();
     for (;;) {
         scimq_mpi_msg_t m;
         const scimq_block_t *b;
 
-        rc = scimq_mpi_next_timed(ctx, &m, -1);
+        /* Short waits, so that a stop request is seen promptly. */
+        rc = scimq_mpi_next_timed(ctx, &m, 250);
+        if (rc == SCIMQ_ETIMEDOUT && !stop_requested)
+            continue;
+        if (stop_requested && rc != 0 && rc != SCIMQ_EOS) {
+            rc = 0;
+            break;
+        }
         if (rc == SCIMQ_EOS) {
             rc = 0;
             break;
@@ -245,6 +273,8 @@ main(int argc, char **argv)
                 st.corrupt++;
             }
         }
+        if (stop_requested)
+            break; /* this one is processed: finalize acknowledges it */
         if (work_ms > 0) {
             double t = now_s();
             struct timespec ts = {
@@ -265,12 +295,19 @@ main(int argc, char **argv)
         struct rank_stats *all =
             rank == 0 ? calloc((size_t) size, sizeof(*all)) : NULL;
         int n = (int) nmine, *counts = NULL, *displs = NULL, total = 0;
+        int stopped_any = 0;
         uint64_t *seq_all = NULL;
         double t_max = 0, dt = t1 - t0;
 
         MPI_Gather(&st, sizeof(st), MPI_BYTE, all, sizeof(st), MPI_BYTE, 0,
                    MPI_COMM_WORLD);
         MPI_Reduce(&dt, &t_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        {
+            int mine_stop = stop_requested != 0;
+
+            MPI_Reduce(&mine_stop, &stopped_any, 1, MPI_INT, MPI_MAX, 0,
+                       MPI_COMM_WORLD);
+        }
         if (rank == 0) {
             counts = calloc((size_t) size, sizeof(int));
             displs = calloc((size_t) size, sizeof(int));
@@ -331,7 +368,9 @@ main(int argc, char **argv)
             }
             json_object_set_new(o, "redelivered",
                                 json_integer((json_int_t) redel));
-            json_object_set_new(o, "eos", json_boolean(final_rc == 0));
+            json_object_set_new(o, "eos",
+                                json_boolean(final_rc == 0 && !stopped_any));
+            json_object_set_new(o, "stopped", json_boolean(stopped_any));
             text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
             if (text != NULL)
                 printf("%s\n", text);
