@@ -451,7 +451,7 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
 {
     struct scimq_mpi_agent *a = calloc(1, sizeof(*a));
     scimq_client_options_t co;
-    size_t page = (size_t) sysconf(_SC_PAGESIZE), huge = 2u << 20;
+    size_t page = (size_t) sysconf(_SC_PAGESIZE);
     int rc;
 
     if (a == NULL)
@@ -467,8 +467,7 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
      * transparent huge pages can back them; bound near the NIC and touched
      * now, because first-touch page faults are slow and must not happen
      * on the data path. */
-    a->slot_size =
-        (SCIMQ_MPI_SLOT_META + ctx->opt.max_message + huge - 1) & ~(huge - 1);
+    a->slot_size = scimq__mpi_slot_size(ctx->opt.max_message);
     a->nslots = (uint32_t) a->nranks * ctx->opt.slots_per_rank;
     a->pool_len = a->slot_size * a->nslots;
     a->pool = mmap(NULL, a->pool_len, PROT_READ | PROT_WRITE,

@@ -191,7 +191,7 @@ msg_check(const scimq_mpi_t *ctx, const struct scimq_mpi_ctrl *m)
 
     if (m->key != ctx->ai.pool_key || m->meta_len > SCIMQ_MPI_SLOT_META ||
         m->read_len != m->meta_len + m->payload_len ||
-        m->payload_len > ctx->opt.max_message || m->raddr < lo ||
+        m->payload_len > ctx->buf_size - SCIMQ_MPI_SLOT_META || m->raddr < lo ||
         m->raddr > hi || m->read_len > hi - m->raddr)
         return SCIMQ_EPROTO;
     return 0;
@@ -515,7 +515,7 @@ rank_open(scimq_mpi_t *ctx)
 
     if (rc != 0)
         return rc;
-    ctx->buf_size = SCIMQ_MPI_SLOT_META + ctx->opt.max_message;
+    ctx->buf_size = scimq__mpi_slot_size(ctx->opt.max_message);
     ctx->buf = mmap(NULL, ctx->buf_size, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (ctx->buf == MAP_FAILED) {

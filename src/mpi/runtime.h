@@ -134,6 +134,20 @@ int scimq__agent_start(struct scimq_mpi_agent *a, const uint8_t *addrs,
  * gateway and frees the agent. */
 void scimq__agent_destroy(struct scimq_mpi_agent *a);
 
+/*
+ * Size of a pool slot and of a rank's buffer: the block table room plus
+ * max_message, rounded up to 2 MiB (transparent huge pages).  Agent and
+ * ranks compute it alike, so a message that fits a slot fits every rank.
+ */
+static inline size_t
+scimq__mpi_slot_size(uint64_t max_message)
+{
+    size_t huge = 2u << 20;
+
+    return (SCIMQ_MPI_SLOT_META + (size_t) max_message + huge - 1) &
+           ~(huge - 1);
+}
+
 /* Polls with a back-off that stays cheap on oversubscribed nodes, except
  * for a few milliseconds after scimq__mpi_hot() (backoff.c). */
 void scimq__mpi_backoff(unsigned int *spins);
