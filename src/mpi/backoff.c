@@ -19,8 +19,8 @@
 
 static _Thread_local uint64_t hot_until_ns;
 
-static uint64_t
-now_ns(void)
+uint64_t
+scimq__mpi_now_ns(void)
 {
     struct timespec ts;
 
@@ -31,7 +31,7 @@ now_ns(void)
 void
 scimq__mpi_hot(void)
 {
-    hot_until_ns = now_ns() + BACKOFF_HOT_NS;
+    hot_until_ns = scimq__mpi_now_ns() + BACKOFF_HOT_NS;
 }
 
 void
@@ -39,7 +39,7 @@ scimq__mpi_backoff(unsigned int *spins)
 {
     struct timespec ts = {0, 0};
 
-    if (*spins < 64 || now_ns() < hot_until_ns) {
+    if (*spins < 64 || scimq__mpi_now_ns() < hot_until_ns) {
         (*spins)++;
         sched_yield();
         return;

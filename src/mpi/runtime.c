@@ -32,15 +32,6 @@
 
 static scimq_mpi_t *default_ctx;
 
-static uint64_t
-now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
-
 static const char *
 env_or(const char *value, const char *env, const char *fallback)
 {
@@ -295,9 +286,9 @@ pending_recv(scimq_mpi_t *ctx)
 int
 scimq_mpi_next_timed(scimq_mpi_t *ctx, scimq_mpi_msg_t *msg, int timeout_ms)
 {
-    uint64_t deadline = timeout_ms < 0
-                            ? UINT64_MAX
-                            : now_ns() + (uint64_t) timeout_ms * 1000000u;
+    uint64_t deadline =
+        timeout_ms < 0 ? UINT64_MAX
+                       : scimq__mpi_now_ns() + (uint64_t) timeout_ms * 1000000u;
     unsigned int spins = 0;
     int rc;
 
@@ -328,7 +319,7 @@ scimq_mpi_next_timed(scimq_mpi_t *ctx, scimq_mpi_msg_t *msg, int timeout_ms)
         if (op == NULL && progress(ctx, &op, NULL) < 0)
             return ctx->error = SCIMQ_EFABRIC;
         if (op == NULL) {
-            if (now_ns() >= deadline)
+            if (scimq__mpi_now_ns() >= deadline)
                 return timeout_ms == 0 ? SCIMQ_EAGAIN : SCIMQ_ETIMEDOUT;
             scimq__mpi_backoff(&spins);
             continue;

@@ -153,4 +153,7 @@ scimq__mpi_slot_size(uint64_t max_message)
 void scimq__mpi_backoff(unsigned int *spins);
 void scimq__mpi_hot(void);
 
+/* Nanoseconds on CLOCK_MONOTONIC (backoff.c). */
+uint64_t scimq__mpi_now_ns(void);
+
 #endif /* SCIMQ_MPI_RUNTIME_H */

@@ -249,24 +249,17 @@ main(int argc, char **argv)
         b = scimq__synth_block(m.blocks, m.block_count);
         if (verify && b != NULL) {
             uint64_t seq;
-            int vr = scimq__synth_verify(b->data, (size_t) b->len, &seq);
+            /* Logged before the ack (the next call): nothing processed
+             * goes unrecorded, even if the job is killed. */
+            int vr = scimq__synth_record(b, &seqs, log_fd, &seq);
 
             if (vr == 0) {
                 st.verified++;
-                (void) scimq__seqset_add(&seqs, seq);
                 if (nmine == cap) {
                     cap = cap ? cap * 2 : 1024;
                     mine = realloc(mine, cap * sizeof(*mine));
                 }
                 mine[nmine++] = seq;
-                if (log_fd >= 0) {
-                    char line[32];
-                    int n = snprintf(line, sizeof(line), "%" PRIu64 "\n", seq);
-
-                    /* Before the ack (the next call): nothing processed
-                     * goes unrecorded, even if the job is killed. */
-                    (void) scimq__write_all(log_fd, line, (size_t) n);
-                }
             } else if (vr == SCIMQ_EINVAL) {
                 st.not_synthetic++;
             } else {

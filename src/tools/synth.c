@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "config.h"
 
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <scimq/error.h>
 #include <scimq/proto.h>
 
+#include "iofd.h"
 #include "protocol/wire.h"
+#include "seqset.h"
 #include "synth.h"
 
 static const char synth_magic[8] = {'S', 'C', 'I', 'M', 'Q', 'S', 'Y', 'N'};
@@ -93,4 +97,21 @@ scimq__synth_block(const scimq_block_t *blocks, uint32_t count)
         if (blocks[i].name != NULL && strcmp(blocks[i].name, "data") == 0)
             return &blocks[i];
     return count > 0 ? &blocks[0] : NULL;
+}
+
+int
+scimq__synth_record(const scimq_block_t *b, struct scimq_seqset *seqs,
+                    int log_fd, uint64_t *seq_p)
+{
+    char line[32];
+    int n, rc = scimq__synth_verify(b->data, (size_t) b->len, seq_p);
+
+    if (rc != 0)
+        return rc;
+    (void) scimq__seqset_add(seqs, *seq_p);
+    if (log_fd >= 0) {
+        n = snprintf(line, sizeof(line), "%" PRIu64 "\n", *seq_p);
+        (void) scimq__write_all(log_fd, line, (size_t) n);
+    }
+    return 0;
 }

@@ -46,4 +46,17 @@ int scimq__synth_verify(const void *buf, size_t len, uint64_t *seq_p);
 const scimq_block_t *scimq__synth_block(const scimq_block_t *blocks,
                                         uint32_t count);
 
+struct scimq_seqset;
+
+/*
+ * What a receiver does with each message: checks the synthetic payload of
+ * block b; when it verifies, adds its sequence number to seqs and, with
+ * log_fd >= 0, appends it to that log as one line.  Call it before
+ * acknowledging the message, so the log covers every acknowledgement even
+ * if the receiver is killed.  Returns 0 (verified, *seq_p set),
+ * SCIMQ_EINVAL (not a synthetic payload) or SCIMQ_EPROTO_DATASUM (corrupt).
+ */
+int scimq__synth_record(const scimq_block_t *b, struct scimq_seqset *seqs,
+                        int log_fd, uint64_t *seq_p);
+
 #endif /* SCIMQ_TOOLS_SYNTH_H */
