@@ -88,6 +88,11 @@ static const struct field fields_deliver[] = {
 
 static const struct field fields_ack[] = {FIELD(ack, delivery_id, FT_U64)};
 
+static const struct field fields_limit[] = {
+    FIELD(limit, max_message, FT_U64),
+    FIELD(limit, queue, FT_STR),
+};
+
 static const struct field fields_nack[] = {
     FIELD(nack, delivery_id, FT_U64),
     FIELD(nack, delay_ms, FT_U32),

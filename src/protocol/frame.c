@@ -155,7 +155,7 @@ scimq_proto_encode(const scimq_proto_frame_t *f, void *hdr_buf, size_t hdr_cap,
     (void) encode_plan(f, &plan); /* cannot fail: checked just above */
 
     wire_put32(hdr + WIRE_OFF_MAGIC, SCIMQ_PROTO_MAGIC);
-    wire_put8(hdr + WIRE_OFF_VERSION, SCIMQ_PROTO_VERSION);
+    wire_put8(hdr + WIRE_OFF_VERSION, SCIMQ_PROTO_FRAME_VERSION);
     wire_put8(hdr + WIRE_OFF_OPCODE, f->opcode);
     wire_put16(hdr + WIRE_OFF_FLAGS, f->flags);
     wire_put64(hdr + WIRE_OFF_REQUEST_ID, f->request_id);
@@ -391,7 +391,7 @@ fixed_prefix_check(const scimq_proto_decoder_t *dec)
     if (memcmp(dec->hdr, magic, n) != 0)
         return SCIMQ_EPROTO_MAGIC;
     if (dec->hdr_have > WIRE_OFF_VERSION &&
-        dec->hdr[WIRE_OFF_VERSION] != SCIMQ_PROTO_VERSION)
+        dec->hdr[WIRE_OFF_VERSION] != SCIMQ_PROTO_FRAME_VERSION)
         return SCIMQ_EPROTO_VERSION;
     return 0;
 }

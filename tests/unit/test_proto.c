@@ -144,6 +144,13 @@ fill_ack(scimq_proto_args_t *a)
 }
 
 static void
+fill_limit(scimq_proto_args_t *a)
+{
+    a->limit.max_message = 0x0123456789ABCDEFull ^ 0xFF00FF00FF00FF00ull;
+    a->limit.queue = STR("limited.queue");
+}
+
+static void
 fill_nack(scimq_proto_args_t *a)
 {
     a->nack.delivery_id = 0x1112131415161718ull;
@@ -310,6 +317,13 @@ check_ack(const scimq_proto_args_t *w, const scimq_proto_args_t *g)
 }
 
 static void
+check_limit(const scimq_proto_args_t *w, const scimq_proto_args_t *g)
+{
+    CU_ASSERT_EQUAL(g->limit.max_message, w->limit.max_message);
+    check_str(&w->limit.queue, &g->limit.queue);
+}
+
+static void
 check_nack(const scimq_proto_args_t *w, const scimq_proto_args_t *g)
 {
     CU_ASSERT_EQUAL(g->nack.delivery_id, w->nack.delivery_id);
@@ -409,7 +423,7 @@ static void
 check_frame(const scimq_proto_frame_t *want, const scimq_proto_frame_t *got)
 {
     CU_ASSERT_PTR_NOT_NULL_FATAL(got);
-    CU_ASSERT_EQUAL(got->version, SCIMQ_PROTO_VERSION);
+    CU_ASSERT_EQUAL(got->version, SCIMQ_PROTO_FRAME_VERSION);
     CU_ASSERT_EQUAL(got->opcode, want->opcode);
     CU_ASSERT_EQUAL(got->flags, want->flags);
     CU_ASSERT_EQUAL(got->request_id, want->request_id);
@@ -718,6 +732,15 @@ test_opcode_table(void)
                            "STATS");
     CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(0));
     CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(9));
+    CU_ASSERT_EQUAL(SCIMQ_PROTO_OP_LIMIT, 24);
+    CU_ASSERT_STRING_EQUAL(scimq_proto_opcode_name(SCIMQ_PROTO_OP_LIMIT),
+                           "LIMIT");
+    CU_ASSERT_FALSE(scimq_proto_opcode_has_blocks(SCIMQ_PROTO_OP_LIMIT));
+    CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(25));
+    /* Session version 2 keeps the frame layout of version 1. */
+    CU_ASSERT_EQUAL(SCIMQ_PROTO_FRAME_VERSION, 1);
+    CU_ASSERT_EQUAL(SCIMQ_PROTO_SESSION_VERSION_MIN, 1);
+    CU_ASSERT_EQUAL(SCIMQ_PROTO_SESSION_VERSION_MAX, 2);
     CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(255));
     CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(256));
     CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(0x110));
@@ -725,7 +748,7 @@ test_opcode_table(void)
         if (scimq_proto_opcode_name(op) != NULL)
             known++;
     }
-    CU_ASSERT_EQUAL(known, 24);
+    CU_ASSERT_EQUAL(known, 25);
     /* Only OK, PUT and DELIVER carry blocks. */
     CU_ASSERT_TRUE(scimq_proto_opcode_has_blocks(SCIMQ_PROTO_OP_OK));
     CU_ASSERT_TRUE(scimq_proto_opcode_has_blocks(SCIMQ_PROTO_OP_PUT));
@@ -746,7 +769,7 @@ test_roundtrip_all(void)
         round_trip(op, 0, FEED_WHOLE);
         tested++;
     }
-    CU_ASSERT_EQUAL(tested, 24);
+    CU_ASSERT_EQUAL(tested, 25);
 }
 
 /* ======================================================================== */
@@ -834,6 +857,13 @@ static const uint8_t vec_ok_auth[] = {
     0x00, 0x00, 0x00, 0x00, 0x10, 0x3c, 0x62, 0x58, 0x00, 0x00, 0x00, 0x00,
     0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
 
+static const uint8_t vec_limit[] = {
+    0x53, 0x43, 0x4d, 0x50, 0x01, 0x18, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00, 0x36, 0x00, 0x0e,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xa7, 0xdf, 0x10, 0x5a, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x01, 0x00, 0x00, 0x00, 0x00, 0x04, 0x64, 0x65, 0x6d, 0x6f};
+
 /* Storage a vector's frame may point into. */
 struct vec_frame {
     scimq_proto_frame_t f;
@@ -915,6 +945,15 @@ vec_build_put_two(struct vec_frame *v)
 }
 
 static void
+vec_build_limit(struct vec_frame *v)
+{
+    v->f.opcode = SCIMQ_PROTO_OP_LIMIT;
+    v->f.request_id = 5;
+    v->f.args.limit.max_message = 16u << 20;
+    v->f.args.limit.queue = STR("demo");
+}
+
+static void
 vec_build_hello(struct vec_frame *v)
 {
     v->f.opcode = SCIMQ_PROTO_OP_HELLO;
@@ -973,7 +1012,7 @@ static const struct {
     }
     VEC(put_synth), VEC(error),   VEC(bye),     VEC(ping_sum),
     VEC(get),       VEC(ok_json), VEC(put_two), VEC(hello),
-    VEC(welcome),   VEC(auth),    VEC(ok_auth),
+    VEC(welcome),   VEC(auth),    VEC(ok_auth), VEC(limit),
 #undef VEC
 };
 
@@ -1358,7 +1397,7 @@ test_bad_version(void)
 static void
 test_bad_opcode(void)
 {
-    static const uint8_t opcodes[] = {0, 9, 15, 24, 40, 255};
+    static const uint8_t opcodes[] = {0, 9, 15, 25, 31, 40, 255};
     uint8_t buf[sizeof(golden_ping)];
 
     for (size_t i = 0; i < sizeof(opcodes); i++) {
@@ -1756,6 +1795,76 @@ test_args_string(void)
     reseal(buf, len);
     expect_error(buf, len, NULL, SCIMQ_EPROTO_ARGS);
     free(buf);
+}
+
+/*
+ * LIMIT (session version 2): a u64 and a string, exactly.  Every way of
+ * getting the length wrong is SCIMQ_EPROTO_ARGS.
+ */
+static void
+test_args_limit(void)
+{
+    const size_t a = SCIMQ_PROTO_FIXED_LEN;
+    uint8_t *buf, *big;
+    size_t len;
+    uint16_t slen;
+
+    buf = encode_test_frame(SCIMQ_PROTO_OP_LIMIT, 0, &len);
+    slen = wire_get16(buf + a + 8);
+    CU_ASSERT_EQUAL_FATAL(slen, 13);
+    CU_ASSERT_EQUAL_FATAL(len, a + 8 + 2 + slen);
+    CU_ASSERT_EQUAL(wire_get64(buf + a),
+                    0x0123456789ABCDEFull ^ 0xFF00FF00FF00FF00ull);
+
+    /* The queue name runs past the args, or stops short of their end. */
+    patch(buf, a + 8, 2, slen + 1u);
+    reseal(buf, len);
+    expect_error(buf, len, NULL, SCIMQ_EPROTO_ARGS);
+    patch(buf, a + 8, 2, slen - 1u);
+    reseal(buf, len);
+    expect_error(buf, len, NULL, SCIMQ_EPROTO_ARGS);
+    patch(buf, a + 8, 2, slen);
+
+    /* Only the u64, no string length. */
+    patch(buf, OFF_ARGS_LEN, 2, 8);
+    patch(buf, OFF_HEADER_LEN, 4, a + 8);
+    reseal(buf, a + 8);
+    expect_error(buf, a + 8, NULL, SCIMQ_EPROTO_ARGS);
+    /* Seven bytes of the u64. */
+    patch(buf, OFF_ARGS_LEN, 2, 7);
+    patch(buf, OFF_HEADER_LEN, 4, a + 7);
+    reseal(buf, a + 7);
+    expect_error(buf, a + 7, NULL, SCIMQ_EPROTO_ARGS);
+    free(buf);
+
+    /* One byte after the queue name. */
+    buf = encode_test_frame(SCIMQ_PROTO_OP_LIMIT, 0, &len);
+    big = calloc(1, len + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+    memcpy(big, buf, len);
+    patch(big, OFF_ARGS_LEN, 2, len + 1 - a);
+    patch(big, OFF_HEADER_LEN, 4, len + 1);
+    reseal(big, len + 1);
+    expect_error(big, len + 1, NULL, SCIMQ_EPROTO_ARGS);
+    free(big);
+    free(buf);
+
+    /* Blocks are not allowed on LIMIT. */
+    {
+        scimq_proto_frame_t f;
+        scimq_proto_block_t blk = {"data", 4, block0_data, 1};
+        uint8_t *out = NULL;
+        size_t out_len;
+
+        memset(&f, 0, sizeof(f));
+        f.opcode = SCIMQ_PROTO_OP_LIMIT;
+        f.args.limit.queue = STR("q");
+        f.blocks = &blk;
+        f.block_count = 1;
+        CU_ASSERT_EQUAL(scimq_proto_encode_alloc(&f, &out, &out_len),
+                        SCIMQ_EPROTO_BLOCKS);
+        CU_ASSERT_PTR_NULL(out);
+    }
 }
 
 /* Sets one enum byte of an encoded frame's args and decodes it. */
@@ -2708,6 +2817,7 @@ static const struct scimq_cunit_test basic_tests[] = {
     {"golden PING (doc/scimp.md 9.1)", test_golden_ping, 1},
     {"test vectors of doc/scimp.md 9.2-9.4", test_spec_vectors, 1},
     {"opcode names and block rules", test_opcode_table, 1},
+    {"LIMIT args of exact length", test_args_limit, 1},
     {"round trip of every opcode", test_roundtrip_all, 1},
     {NULL, NULL, 0}};
 

@@ -41,10 +41,24 @@ extern "C" {
 /** "SCMP" read as a big-endian 32-bit integer. */
 #define SCIMQ_PROTO_MAGIC 0x53434D50u
 /**
- * Frame format version carried in every fixed header.
- * History: 1 = first release (this document).
+ * Frame format version carried in byte 4 of every fixed header: the layout
+ * of frames.  History: 1 = first release (doc/scimp.md, "Version history").
  */
-#define SCIMQ_PROTO_VERSION 1
+#define SCIMQ_PROTO_FRAME_VERSION 1
+/**
+ * Session protocol versions (the opcode set and its semantics) this library
+ * speaks: a client offers SCIMQ_PROTO_SESSION_VERSION_MIN..MAX in HELLO and
+ * the gateway picks one in WELCOME.  History: 1 = first release; 2 = adds
+ * LIMIT.  The frame layout is the same in both.
+ */
+#define SCIMQ_PROTO_SESSION_VERSION_MIN 1
+#define SCIMQ_PROTO_SESSION_VERSION_MAX 2
+/**
+ * The frame version under its old name.  Kept only until src/gateway stops
+ * using it (it used the one constant for the session version too); new code
+ * uses SCIMQ_PROTO_FRAME_VERSION or the session version range.
+ */
+#define SCIMQ_PROTO_VERSION SCIMQ_PROTO_FRAME_VERSION
 /** Size of the fixed header. */
 #define SCIMQ_PROTO_FIXED_LEN 40
 /** Size of one block table entry (name length u32 + data length u64). */
@@ -80,6 +94,10 @@ enum scimq_proto_queue_kind {
  * The opcodes: X(NAME, number, args struct member, blocks allowed).
  * The args member names the union field of scimq_proto_args_t that holds
  * the opcode's fields ("none" for opcodes without arguments).
+ * The library knows every opcode of every session version (the frame
+ * layout does not change with it); that LIMIT (24) is only sent on a
+ * session whose WELCOME chose version 2 or later is a session rule, kept
+ * by the client library and the gateway.
  */
 #define SCIMQ_PROTO_OPCODE_MAP(X)                                              \
     X(HELLO, 1, hello, 0)                                                      \
@@ -98,6 +116,7 @@ enum scimq_proto_queue_kind {
     X(NACK, 21, nack, 0)                                                       \
     X(EXTEND, 22, extend, 0)                                                   \
     X(EOS, 23, queue, 0)                                                       \
+    X(LIMIT, 24, limit, 0)                                                     \
     X(QUEUE_DECLARE, 32, declare, 0)                                           \
     X(QUEUE_DELETE, 33, queue, 0)                                              \
     X(QUEUE_BIND, 34, pair, 0)                                                 \
@@ -180,6 +199,10 @@ typedef union scimq_proto_args {
     struct { /* ACK */
         uint64_t delivery_id;
     } ack;
+    struct {                  /* LIMIT (session version 2) */
+        uint64_t max_message; /* largest payload accepted; 0 = no limit */
+        scimq_proto_str_t queue;
+    } limit;
     struct { /* NACK: give a delivery back */
         uint64_t delivery_id;
         uint32_t delay_ms;
