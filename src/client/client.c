@@ -216,9 +216,13 @@ request(struct scimq_client *c, scimq_proto_frame_t *frames, size_t n,
     rc = scimq__op_frames(OP_REQUEST, frames, n, &op);
     if (rc < 0)
         return rc == SCIMQ_ENOMEM ? rc : SCIMQ_EINVAL;
-    /* The last frame is the one answered; a GET before it has its own id. */
+    /*
+     * The last frame is the one answered.  The frames before it (LIMIT,
+     * GET) have consecutive ids of their own, for an ERROR naming them.
+     */
     op->rid = frames[n - 1].request_id;
     op->get_rid = n > 1 ? frames[0].request_id : 0;
+    op->get_rid_n = (uint32_t) (n - 1);
     op->prefer_stream = prefer;
     op->waited = true;
     op->deadline_ns = uv_hrtime() + (uint64_t) timeout * UINT64_C(1000000);
@@ -340,6 +344,12 @@ client_free(struct scimq_client *c)
         free(sub->queue);
         free(sub);
     }
+    while ((e = scimq_list_pop(&c->qlimits)) != NULL) {
+        struct qlimit *ql = SCIMQ_CONTAINER_OF(e, struct qlimit, link);
+
+        free(ql->queue);
+        free(ql);
+    }
     if (c->mctx != NULL)
         scimq__msg_ctx_detach(c->mctx);
     free(c->streams);
@@ -365,6 +375,7 @@ client_setup(struct scimq_client *c, const scimq_client_options_t *opts,
     scimq_list_init(&c->cmds);
     scimq_list_init(&c->fifo);
     scimq_list_init(&c->subs);
+    scimq_list_init(&c->qlimits);
     scimq_list_init(&c->queued);
     atomic_init(&c->next_rid, 1);
     c->nstreams = (uint16_t) opts->streams;
@@ -762,11 +773,12 @@ int
 scimq_client_subscribe(scimq_client_t *c, const char *queue,
                        uint32_t credit_msgs, uint64_t credit_bytes)
 {
-    scimq_proto_frame_t f[2];
+    scimq_proto_frame_t f[3];
     uint32_t dm = 0, id;
     uint64_t db = 0;
     struct sub *sub;
     bool created = false;
+    size_t n = 0;
     int rc;
 
     if (c == NULL || !name_ok(queue) || credit_msgs == 0)
@@ -821,11 +833,15 @@ scimq_client_subscribe(scimq_client_t *c, const char *queue,
     sub->err = 0;
     id = sub->id;
     memset(f, 0, sizeof(f));
-    f[0].opcode = SCIMQ_PROTO_OP_GET;
-    f[0].request_id = scimq__sub_rid(sub);
-    f[0].args.get.credit_msgs = dm;
-    f[0].args.get.credit_bytes = db;
-    str_set(&f[0].args.get.queue, queue);
+    /* The session's first GET for the queue: the limit goes first. */
+    if (created && scimq__limit_frame(c, sub, &f[n]))
+        n++;
+    f[n].opcode = SCIMQ_PROTO_OP_GET;
+    f[n].request_id = scimq__sub_rid(sub);
+    f[n].args.get.credit_msgs = dm;
+    f[n].args.get.credit_bytes = db;
+    str_set(&f[n].args.get.queue, queue);
+    n++;
     rc = 0;
 unlock:
     pthread_mutex_unlock(&c->lock);
@@ -837,9 +853,9 @@ unlock:
      * stream makes the result synchronous: the gateway handles the frames
      * of a stream in order, so an ERROR for the GET comes before the PONG.
      */
-    frame_init(&f[1], c, SCIMQ_PROTO_OP_PING);
-    f[1].args.ping.timestamp_ns = uv_hrtime();
-    rc = request(c, f, 2, -1, NULL, NULL);
+    frame_init(&f[n], c, SCIMQ_PROTO_OP_PING);
+    f[n].args.ping.timestamp_ns = uv_hrtime();
+    rc = request(c, f, n + 1, -1, NULL, NULL);
     if (rc < 0 && created) {
         pthread_mutex_lock(&c->lock);
         sub = scimq__sub_find(c, queue, strlen(queue));
@@ -851,6 +867,69 @@ unlock:
         pthread_mutex_unlock(&c->lock);
     }
     return rc;
+}
+
+int
+scimq_client_limit(scimq_client_t *c, const char *queue, uint64_t max_message)
+{
+    scimq_proto_frame_t f[2];
+    struct qlimit *ql;
+    struct sub *sub;
+    bool send = false;
+    int rc;
+
+    if (c == NULL || !name_ok(queue))
+        return SCIMQ_EINVAL;
+    pthread_mutex_lock(&c->lock);
+    rc = c->dead;
+    if (rc < 0)
+        goto unlock;
+    ql = scimq__qlimit_find(c, queue, strlen(queue));
+    if (ql == NULL) {
+        rc = SCIMQ_ENOMEM;
+        ql = calloc(1, sizeof(*ql));
+        if (ql == NULL || (ql->queue = strdup(queue)) == NULL) {
+            free(ql);
+            goto unlock;
+        }
+        scimq_list_append(&c->qlimits, &ql->link);
+    }
+    ql->max_message = max_message;
+    rc = 0;
+    /*
+     * Already consuming: the gateway learns the new limit now (0 included,
+     * which lifts an earlier one).  Otherwise it goes before the first GET.
+     */
+    sub = scimq__sub_find(c, queue, strlen(queue));
+    if (sub != NULL && c->version >= 2) {
+        memset(f, 0, sizeof(f));
+        f[0].opcode = SCIMQ_PROTO_OP_LIMIT;
+        f[0].request_id = scimq__sub_rid(sub);
+        f[0].args.limit.max_message = max_message;
+        str_set(&f[0].args.limit.queue, queue);
+        send = true;
+    }
+unlock:
+    pthread_mutex_unlock(&c->lock);
+    if (rc < 0 || !send)
+        return rc;
+    /* No reply on success: a PING behind it makes the result synchronous. */
+    frame_init(&f[1], c, SCIMQ_PROTO_OP_PING);
+    f[1].args.ping.timestamp_ns = uv_hrtime();
+    return request(c, f, 2, -1, NULL, NULL);
+}
+
+unsigned int
+scimq_client_session_version(scimq_client_t *c)
+{
+    unsigned int v;
+
+    if (c == NULL)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    v = c->version;
+    pthread_mutex_unlock(&c->lock);
+    return v;
 }
 
 /* 0 while some subscription may still deliver; else EOS or its error. */

@@ -68,9 +68,10 @@ struct op {
     struct scimq_list link; /* loop: c->cmds, c->queued or s->inflight */
     struct op *hnext;       /* loop: chain of the pending-reply table */
     enum op_kind kind;
-    uint64_t rid;      /* request id of the awaited reply (0: none) */
-    uint64_t get_rid;  /* subscribe: request id of the GET before the PING */
-    int prefer_stream; /* stream to use when it is up (ping: 0), or -1 */
+    uint64_t rid;       /* request id of the awaited reply (0: none) */
+    uint64_t get_rid;   /* subscribe / limit: request id of the first frame */
+    uint32_t get_rid_n; /* ... and how many consecutive ids (LIMIT, GET) */
+    int prefer_stream;  /* stream to use when it is up (ping: 0), or -1 */
 
     /* The frame(s) on the wire: iovecs over mem and the caller's blocks. */
     struct iovec *iov;
@@ -171,6 +172,20 @@ struct sub {
 };
 
 /*
+ * The largest message a consumer takes from a queue (lock), set by
+ * scimq_client_limit() and kept for the life of the handle.  On a session
+ * of version 2 or later it is sent to the gateway (LIMIT) before the first
+ * GET for the queue; the library also enforces it itself on every DELIVER,
+ * which is all there is on a version-1 session.
+ */
+struct qlimit {
+    struct scimq_list link;
+    char *queue;
+    uint64_t max_message; /* 0: no limit */
+    uint64_t refused;     /* deliveries dead-lettered here for their size */
+};
+
+/*
  * What received messages need after their client is gone: the payload
  * release function.  Shared by the client and every message it handed
  * out, freed with the last of them.
@@ -215,12 +230,14 @@ struct scimq_client {
     struct scimq_list cmds; /* ops posted to the I/O thread */
     struct scimq_list fifo; /* received messages not yet taken */
     struct scimq_list subs;
+    struct scimq_list qlimits; /* struct qlimit */
     uint32_t next_sub_id;
     uint32_t puts_inflight; /* PUTs posted and not completed */
     int async_err;          /* first failure of a PUT with free_fn */
     int dead;               /* 0, or why the session is lost for good */
     bool loop_stopped;      /* the wakeup handle is closed: post no more */
     uint64_t max_payload;   /* smallest WELCOME max_payload */
+    uint8_t version;        /* session version of the session; 0: none yet */
     uint32_t epoch;         /* bumped when a new session replaces a lost one */
     atomic_uint_fast64_t next_rid;
 
@@ -356,8 +373,18 @@ void scimq__msg_nack_fifo(struct scimq_client *c);
 int scimq__msg_settle(struct scimq_client *c, struct msg *m, int opcode,
                       int requeue, uint32_t ms);
 
-/* Next GET request id of a subscription (lock held). */
+/* Next GET (or LIMIT) request id of a subscription (lock held). */
 uint64_t scimq__sub_rid(struct sub *sub);
+/* The limit of a queue (lock held), or NULL. */
+struct qlimit *scimq__qlimit_find(struct scimq_client *c, const char *queue,
+                                  size_t len);
+/*
+ * Fills f with the LIMIT that must precede the first GET of sub in a
+ * session (lock held): only when the session speaks version 2 or later and
+ * the queue has a limit.  Returns false when none is to be sent.
+ */
+bool scimq__limit_frame(struct scimq_client *c, struct sub *sub,
+                        scimq_proto_frame_t *f);
 /* Subscription of a queue (lock held), or NULL. */
 struct sub *scimq__sub_find(struct scimq_client *c, const char *queue,
                             size_t len);

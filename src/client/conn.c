@@ -238,8 +238,8 @@ conn_send_hello(struct stream *s)
     memset(&f, 0, sizeof(f));
     f.opcode = SCIMQ_PROTO_OP_HELLO;
     f.request_id = s->hello_rid = scimq__client_rid(c);
-    f.args.hello.version_min = 1;
-    f.args.hello.version_max = 1;
+    f.args.hello.version_min = SCIMQ_PROTO_SESSION_VERSION_MIN;
+    f.args.hello.version_max = SCIMQ_PROTO_SESSION_VERSION_MAX;
     f.args.hello.stream_index = s->index;
     f.args.hello.stream_count = c->nstreams;
     if (c->have_session)
@@ -263,9 +263,12 @@ conn_welcome(struct stream *s, const scimq_proto_frame_t *f)
 
     if (s->state != SS_HELLO || f->request_id != s->hello_rid)
         return SCIMQ_EPROTO;
-    if (f->args.welcome.version != 1) {
-        SCIMQ_LOG_ERROR(CLIENT, "gateway chose session version %u, not 1",
-                        f->args.welcome.version);
+    if (f->args.welcome.version < SCIMQ_PROTO_SESSION_VERSION_MIN ||
+        f->args.welcome.version > SCIMQ_PROTO_SESSION_VERSION_MAX) {
+        SCIMQ_LOG_ERROR(
+            CLIENT, "gateway chose session version %u, not one of %u..%u",
+            f->args.welcome.version, SCIMQ_PROTO_SESSION_VERSION_MIN,
+            SCIMQ_PROTO_SESSION_VERSION_MAX);
         return SCIMQ_EPROTO_VERSION;
     }
     if (f->args.welcome.stream_index != s->index ||
@@ -275,11 +278,20 @@ conn_welcome(struct stream *s, const scimq_proto_frame_t *f)
         memcpy(c->session_id, f->args.welcome.session_id,
                SCIMQ_PROTO_SESSION_ID_LEN);
         c->have_session = true;
+        /* The version is the session's: the renewal below depends on it. */
+        pthread_mutex_lock(&c->lock);
+        if (c->version != 0 && c->version != f->args.welcome.version)
+            SCIMQ_LOG_WARN(CLIENT, "new session speaks version %u (was %u)",
+                           f->args.welcome.version, c->version);
+        c->version = f->args.welcome.version;
+        pthread_mutex_unlock(&c->lock);
         if (c->had_session)
             scimq__session_renewed(c);
         c->had_session = true;
     } else if (memcmp(c->session_id, f->args.welcome.session_id,
-                      SCIMQ_PROTO_SESSION_ID_LEN) != 0) {
+                      SCIMQ_PROTO_SESSION_ID_LEN) != 0 ||
+               f->args.welcome.version != c->version) {
+        /* Every stream of a session speaks the session's version. */
         return SCIMQ_EPROTO;
     }
     pthread_mutex_lock(&c->lock);
@@ -337,6 +349,16 @@ conn_handshake_frame(struct stream *s, const scimq_proto_frame_t *f)
         return 0;
     case SCIMQ_PROTO_OP_PING:
         return conn_pong(s, f);
+    case SCIMQ_PROTO_OP_BYE:
+        /*
+         * The gateway shuts down before this stream is up: not a protocol
+         * error, just a close; the stream tries again later.
+         */
+        SCIMQ_LOG_INFO(CLIENT,
+                       "stream %u: gateway said BYE during the "
+                       "handshake",
+                       s->index);
+        return SCIMQ_ESHUTDOWN;
     case SCIMQ_PROTO_OP_ERROR:
         code = f->args.error.code < 0 ? f->args.error.code : SCIMQ_EPROTO;
         if (s->state == SS_HELLO && code == SCIMQ_ENOENT && c->have_session &&

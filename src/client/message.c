@@ -16,6 +16,14 @@
  * requeues what was unsettled on it and gives that credit back itself, so
  * messages that came on a connection since lost do not top up either
  * (stream generation).
+ *
+ * Size limit.  A queue with a limit (scimq_client_limit()) never hands the
+ * consumer a larger message: a larger DELIVER is discarded as it is read
+ * and given back with NACK requeue=0, so the gateway dead-letters it (or
+ * drops it without a dead-letter queue) instead of delivering it again and
+ * again.  The same happens when payload_alloc answers SCIMQ_EMSGSIZE.  A
+ * version-2 gateway knows the limit and never sends such a message; a
+ * version-1 gateway cannot be told, and this is then the only guard.
  */
 #include "config.h"
 
@@ -77,6 +85,22 @@ scimq__msg_ctx_detach(struct msg_ctx *ctx)
 /* Payload destinations                                                      */
 /* ======================================================================== */
 
+/* A DELIVER over its queue's limit (see "Size limit" above). */
+static bool
+too_large(struct scimq_client *c, const scimq_proto_frame_t *f)
+{
+    const scimq_proto_str_t *q = &f->args.deliver.queue;
+    struct qlimit *ql;
+    bool over = false;
+
+    pthread_mutex_lock(&c->lock);
+    ql = scimq__qlimit_find(c, q->ptr, q->len);
+    if (ql != NULL && ql->max_message != 0 && f->payload_len > ql->max_message)
+        over = true;
+    pthread_mutex_unlock(&c->lock);
+    return over;
+}
+
 int
 scimq__msg_payload_dest(struct scimq_client *c, struct stream *s,
                         const scimq_proto_frame_t *f)
@@ -87,7 +111,10 @@ scimq__msg_payload_dest(struct scimq_client *c, struct stream *s,
 
     s->rx_drop_rc = 0;
     s->rx_user = false;
-    if (f->opcode == SCIMQ_PROTO_OP_DELIVER) {
+    if (f->opcode == SCIMQ_PROTO_OP_DELIVER && too_large(c, f)) {
+        /* Discarded as it is read; scimq__msg_deliver() dead-letters it. */
+        s->rx_drop_rc = SCIMQ_EMSGSIZE;
+    } else if (f->opcode == SCIMQ_PROTO_OP_DELIVER) {
         if (c->opts.payload_alloc != NULL) {
             rc = c->opts.payload_alloc(c->opts.alloc_arg, len, &buf, &ctx);
             if (rc < 0 || buf == NULL) {
@@ -108,7 +135,7 @@ scimq__msg_payload_dest(struct scimq_client *c, struct stream *s,
         if (buf == NULL)
             s->rx_drop_rc = SCIMQ_ENOMEM;
     }
-    if (s->rx_drop_rc < 0)
+    if (s->rx_drop_rc < 0 && s->rx_drop_rc != SCIMQ_EMSGSIZE)
         SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, CLIENT, 1000,
                          "no buffer for a %llu-byte payload: %s",
                          (unsigned long long) len,
@@ -163,6 +190,40 @@ scimq__sub_find(struct scimq_client *c, const char *queue, size_t len)
             return sub;
     }
     return NULL;
+}
+
+struct qlimit *
+scimq__qlimit_find(struct scimq_client *c, const char *queue, size_t len)
+{
+    struct scimq_list *e, *tmp;
+
+    SCIMQ_LIST_FOREACH (e, tmp, &c->qlimits) {
+        struct qlimit *ql = SCIMQ_CONTAINER_OF(e, struct qlimit, link);
+
+        if (strlen(ql->queue) == len && memcmp(ql->queue, queue, len) == 0)
+            return ql;
+    }
+    return NULL;
+}
+
+bool
+scimq__limit_frame(struct scimq_client *c, struct sub *sub,
+                   scimq_proto_frame_t *f)
+{
+    struct qlimit *ql;
+
+    if (c->version < 2)
+        return false;
+    ql = scimq__qlimit_find(c, sub->queue, strlen(sub->queue));
+    if (ql == NULL || ql->max_message == 0)
+        return false; /* no limit is what a new session starts with */
+    memset(f, 0, sizeof(*f));
+    f->opcode = SCIMQ_PROTO_OP_LIMIT;
+    f->request_id = scimq__sub_rid(sub);
+    f->args.limit.max_message = ql->max_message;
+    f->args.limit.queue.ptr = sub->queue;
+    f->args.limit.queue.len = (uint16_t) strlen(sub->queue);
+    return true;
 }
 
 static struct sub *
@@ -286,6 +347,49 @@ scimq__msg_settle(struct scimq_client *c, struct msg *m, int opcode,
 /* Delivery                                                                  */
 /* ======================================================================== */
 
+/*
+ * Says why a delivery is dead-lettered for its size: in full the first
+ * time for a queue with a limit, then now and then with the count.
+ */
+static void
+refused_log(struct scimq_client *c, const char *queue,
+            const scimq_proto_frame_t *f)
+{
+    unsigned long long id = (unsigned long long) f->args.deliver.msg_id;
+    unsigned long long len = (unsigned long long) f->payload_len;
+    unsigned long long limit = 0, n = 0;
+    struct qlimit *ql;
+    unsigned int version;
+
+    pthread_mutex_lock(&c->lock);
+    version = c->version;
+    ql = scimq__qlimit_find(c, queue, strlen(queue));
+    if (ql != NULL) {
+        limit = ql->max_message;
+        n = ++ql->refused;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (ql == NULL)
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_ERROR, CLIENT, 10000,
+                         "%s: message %llu of %llu bytes does not fit the "
+                         "consumer's buffers; dead-lettered (NACK requeue=0)",
+                         queue, id, len);
+    else if (n == 1)
+        SCIMQ_LOG_ERROR(CLIENT,
+                        "%s: message %llu of %llu bytes is larger than this "
+                        "consumer takes (%llu bytes); dead-lettered (NACK "
+                        "requeue=0)%s",
+                        queue, id, len, limit,
+                        version < 2 ? "; the gateway speaks session version "
+                                      "1 and cannot be told the limit"
+                                    : "");
+    else
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, CLIENT, 10000,
+                         "%s: message %llu of %llu bytes is larger than this "
+                         "consumer takes; dead-lettered (%llu so far)",
+                         queue, id, len, n);
+}
+
 int
 scimq__msg_deliver(struct scimq_client *c, struct stream *s,
                    const scimq_proto_frame_t *f)
@@ -312,13 +416,23 @@ scimq__msg_deliver(struct scimq_client *c, struct stream *s,
     if (m == NULL) {
         char name[SCIMQ_PROTO_MAX_STRING_LEN + 1];
 
+        if (q->len > 0)
+            memcpy(name, q->ptr, q->len);
+        name[q->len] = '\0';
+        if (rc == SCIMQ_EMSGSIZE) {
+            /*
+             * It will never fit: requeueing would only bring it back,
+             * forever.  Dead-letter it; its credit comes back.
+             */
+            refused_log(c, name, f);
+            return settle_send(c, f->args.deliver.delivery_id, name,
+                               f->payload_len, epoch, true, SCIMQ_PROTO_OP_NACK,
+                               0, 0);
+        }
         /*
          * No memory for it: give it back for later, and its credit too so
          * that the consumer does not stall.
          */
-        if (q->len > 0)
-            memcpy(name, q->ptr, q->len);
-        name[q->len] = '\0';
         return settle_send(c, f->args.deliver.delivery_id, name, f->payload_len,
                            epoch, true, SCIMQ_PROTO_OP_NACK, 1,
                            CLIENT_NACK_NOMEM_DELAY_MS);

@@ -74,13 +74,16 @@ pending_del(struct scimq_client *c, struct op *op)
     op->pending = false;
 }
 
-/* A subscribe op by the request id of its GET (rare: GET failures only). */
+/*
+ * A subscribe or limit op by the request id of its LIMIT or GET (rare:
+ * failures only).
+ */
 static struct op *
 pending_find_get(struct scimq_client *c, uint64_t get_rid)
 {
     for (size_t i = 0; i <= c->pending_mask; i++)
         for (struct op *op = c->pending[i]; op != NULL; op = op->hnext)
-            if (op->get_rid == get_rid)
+            if (op->get_rid_n > 0 && get_rid - op->get_rid < op->get_rid_n)
                 return op;
     return NULL;
 }
@@ -551,8 +554,9 @@ void
 scimq__session_renewed(struct scimq_client *c)
 {
     struct scimq_list *e, *tmp, ops;
-    scimq_proto_frame_t f;
+    scimq_proto_frame_t f[2];
     struct op *op;
+    size_t n;
 
     scimq_list_init(&ops);
     pthread_mutex_lock(&c->lock);
@@ -564,14 +568,16 @@ scimq__session_renewed(struct scimq_client *c)
         sub->debt_bytes = 0;
         if (sub->eos || sub->err != 0)
             continue;
-        memset(&f, 0, sizeof(f));
-        f.opcode = SCIMQ_PROTO_OP_GET;
-        f.request_id = scimq__sub_rid(sub);
-        f.args.get.credit_msgs = sub->window_msgs;
-        f.args.get.credit_bytes = sub->window_bytes;
-        f.args.get.queue.ptr = sub->queue;
-        f.args.get.queue.len = (uint16_t) strlen(sub->queue);
-        if (scimq__op_frames(OP_SEND, &f, 1, &op) == 0)
+        /* A limit is per session: the new one hears it before the GET. */
+        memset(f, 0, sizeof(f));
+        n = scimq__limit_frame(c, sub, &f[0]) ? 1 : 0;
+        f[n].opcode = SCIMQ_PROTO_OP_GET;
+        f[n].request_id = scimq__sub_rid(sub);
+        f[n].args.get.credit_msgs = sub->window_msgs;
+        f[n].args.get.credit_bytes = sub->window_bytes;
+        f[n].args.get.queue.ptr = sub->queue;
+        f[n].args.get.queue.len = (uint16_t) strlen(sub->queue);
+        if (scimq__op_frames(OP_SEND, f, n + 1, &op) == 0)
             scimq_list_append(&ops, &op->link);
         else
             SCIMQ_LOG_ERROR(CLIENT, "cannot renew the credit of %s",

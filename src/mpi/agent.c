@@ -11,6 +11,13 @@
  * message only arrives when a slot is free for it; a slot comes back when
  * the rank that processed its message says DONE (and the message is
  * acknowledged to the gateway).
+ *
+ * Size: a slot holds at most slot_size - SCIMQ_MPI_SLOT_META payload bytes
+ * (SCIMQ_MPI_MAX_MESSAGE rounded up), and so does a rank's buffer.  The
+ * agent states that limit to libscimq, which tells a version-2 gateway
+ * (which then never sends a larger message) and otherwise dead-letters a
+ * larger delivery itself (NACK requeue=0).  A larger message is never
+ * requeued: it would come back to this agent forever.
  */
 #include "config.h"
 
@@ -53,6 +60,8 @@ struct scimq_mpi_agent {
     uint32_t *ready;           /* FIFO of slots got but not assigned */
     uint32_t ready_head, ready_n;
 
+    atomic_bool too_large_logged; /* slot_alloc said EMSGSIZE once */
+
     int nranks;
     fi_addr_t *rank_fa;
     bool *waiting, *gone;
@@ -77,10 +86,14 @@ slot_alloc(void *arg, uint64_t len, void **buf_p, void **ctx_p)
     int rc = SCIMQ_ENOBUFS;
 
     if (len > a->slot_size - SCIMQ_MPI_SLOT_META) {
-        SCIMQ_LOG_SPARSE(SCIMQ_LOG_ERROR, MPI, 5000,
-                         "message of %" PRIu64 " bytes is larger than the "
-                         "pool slots (%zu); raise SCIMQ_MPI_MAX_MESSAGE",
-                         len, a->slot_size - SCIMQ_MPI_SLOT_META);
+        /* libscimq dead-letters it (NACK requeue=0): say so once. */
+        if (!atomic_exchange(&a->too_large_logged, true))
+            SCIMQ_LOG_ERROR(MPI,
+                            "agent: a message of %" PRIu64 " bytes is larger "
+                            "than the pool slots (%zu bytes): dead-lettered, "
+                            "not requeued; raise SCIMQ_MPI_MAX_MESSAGE to take "
+                            "such messages",
+                            len, a->slot_size - SCIMQ_MPI_SLOT_META);
         return SCIMQ_EMSGSIZE;
     }
     pthread_mutex_lock(&a->slot_lock);
@@ -518,6 +531,21 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
                         scimq_strerror(rc));
         goto fail;
     }
+    /* The largest message a slot (and a rank) takes, before the first GET. */
+    rc = scimq_client_limit(a->client, ctx->queue,
+                            a->slot_size - SCIMQ_MPI_SLOT_META);
+    if (rc != 0) {
+        SCIMQ_LOG_ERROR(MPI, "agent: cannot state the message limit on %s: %s",
+                        ctx->queue, scimq_strerror(rc));
+        goto fail;
+    }
+    if (scimq_client_session_version(a->client) < 2)
+        SCIMQ_LOG_INFO(MPI,
+                       "agent: the gateway speaks SciMP session version %u "
+                       "and cannot be told the largest message (%zu bytes): "
+                       "larger ones are dead-lettered here (NACK requeue=0)",
+                       scimq_client_session_version(a->client),
+                       a->slot_size - SCIMQ_MPI_SLOT_META);
     /* One credit per slot: a message arrives only when a slot is free. */
     rc = scimq_client_subscribe(a->client, ctx->queue, a->nslots,
                                 (uint64_t) a->nslots * ctx->opt.max_message);

@@ -3,13 +3,13 @@
  * scimq-recv: consume a queue, optionally verifying synthetic payloads.
  *
  *   scimq-recv --url scimq://HOST:PORT --queue Q [--streams K] --verify
- *              --until-eos [--seq-log FILE] [--count N]
+ *              --until-eos [--seq-log FILE] [--count N] [--max-message SIZE]
  *
  * Each message is verified, logged (--seq-log: one sequence number per
  * line, written before the acknowledgement so that a consumer killed at any
  * moment has logged everything it acknowledged), then acknowledged.  Ends
  * with one JSON line: messages, bytes, verified, corrupt, duplicates, lost,
- * redelivered.
+ * redelivered, and the SciMP session version the gateway chose.
  */
 #include "config.h"
 
@@ -45,6 +45,8 @@ usage(FILE *out)
             "  --seq-log FILE       write each verified sequence number\n"
             "  --credit N           unacknowledged messages at a time (8)\n"
             "  --credit-bytes SIZE  payload bytes at a time (256MiB)\n"
+            "  --max-message SIZE   largest message taken; larger ones are "
+            "dead-lettered\n"
             "  --process-ms MS      simulate MS of work per message\n"
             "  --idle-timeout S     give up after S seconds without a "
             "message\n"
@@ -66,6 +68,7 @@ main(int argc, char **argv)
         {"seq-log", required_argument, NULL, 'l'},
         {"credit", required_argument, NULL, 'c'},
         {"credit-bytes", required_argument, NULL, 'b'},
+        {"max-message", required_argument, NULL, 'M'},
         {"process-ms", required_argument, NULL, 'p'},
         {"idle-timeout", required_argument, NULL, 'i'},
         {"reject", no_argument, NULL, 'R'},
@@ -82,7 +85,7 @@ main(int argc, char **argv)
     bool no_ack = false;
     uint64_t linger = 0;
     uint64_t count = 0, expect = 0, credit = 8, credit_bytes = 256u << 20;
-    uint64_t process_ms = 0, idle_s = 0;
+    uint64_t process_ms = 0, idle_s = 0, max_message = 0;
     uint64_t messages = 0, bytes = 0, verified = 0, corrupt = 0;
     uint64_t not_synthetic = 0, redelivered = 0;
     double t0 = tool_now(), last = t0, dt;
@@ -116,6 +119,9 @@ main(int argc, char **argv)
             break;
         case 'b':
             credit_bytes = tool_parse_size(RECV_NAME, "--credit-bytes", optarg);
+            break;
+        case 'M':
+            max_message = tool_parse_size(RECV_NAME, "--max-message", optarg);
             break;
         case 'p':
             process_ms = tool_parse_size(RECV_NAME, "--process-ms", optarg);
@@ -154,6 +160,13 @@ main(int argc, char **argv)
     rc = tool_conn_open(&tc, &c, NULL);
     if (rc != 0)
         goto out;
+    /* Before the subscription, so that it precedes the first GET. */
+    if (max_message > 0 &&
+        (rc = scimq_client_limit(c, queue, max_message)) != 0) {
+        fprintf(stderr, RECV_NAME ": cannot limit %s: %s\n", queue,
+                scimq_strerror(rc));
+        goto out;
+    }
     rc = scimq_client_subscribe(c, queue, (uint32_t) credit, credit_bytes);
     if (rc != 0) {
         fprintf(stderr, RECV_NAME ": cannot consume %s: %s\n", queue,
@@ -250,6 +263,9 @@ out:
         }
         json_object_set_new(o, "redelivered",
                             json_integer((json_int_t) redelivered));
+        json_object_set_new(
+            o, "session_version",
+            json_integer((json_int_t) scimq_client_session_version(c)));
         json_object_set_new(o, "error",
                             rc != 0 ? json_string(scimq_err_name(rc))
                                     : json_null());

@@ -62,8 +62,9 @@ tool_conn_option(struct tool_conn *tc, int c, const char *arg)
         scimq__param_print(stdout);
         exit(0);
     case TOOL_OPT_VERSION:
-        printf("%s %s (SciMP %d)\n", tc->name, scimq_version_string(),
-               SCIMQ_PROTO_VERSION);
+        printf("%s %s (SciMP session versions %d..%d)\n", tc->name,
+               scimq_version_string(), SCIMQ_PROTO_SESSION_VERSION_MIN,
+               SCIMQ_PROTO_SESSION_VERSION_MAX);
         exit(0);
     default:
         return 0;

@@ -13,6 +13,18 @@
  * on it are sent again, so no confirmed message is ever lost and an
  * unconfirmed one is at worst duplicated.
  *
+ * A gateway that shuts down says BYE on every stream: the library answers
+ * it and treats it as a cut of that stream (the gateway is going away, try
+ * again later).  Replies still due on the stream are not awaited there:
+ * unconfirmed PUTs are sent again on another stream or after reconnecting,
+ * queue-management requests in flight fail with SCIMQ_ECONNRESET, and
+ * confirmed messages stay confirmed.  Reconnecting goes on, with backoff,
+ * for reconnect_ms.
+ *
+ * The library speaks SciMP session versions 1 and 2 (SCIMQ_PROTO_SESSION_
+ * VERSION_MIN..MAX in scimq/proto.h) and uses what the gateway chooses; see
+ * scimq_client_session_version().
+ *
  * Lifecycle: scimq_client_open() / scimq_client_close().
  */
 #ifndef SCIMQ_CLIENT_H
@@ -37,8 +49,12 @@ typedef void (*scimq_free_fn)(void *free_arg);
  * Optional payload allocator for received messages, so that payloads land
  * straight in memory the caller chose (e.g. a registered buffer pool).
  * alloc returns 0 and a buffer of at least len bytes plus an opaque
- * per-buffer context, or a negative SCIMQ_E* code (the delivery is then
- * returned to the gateway with NACK requeue).  release gives it back.
+ * per-buffer context, or a negative SCIMQ_E* code: SCIMQ_EMSGSIZE says the
+ * message can never fit (it is given back with NACK requeue=0, i.e.
+ * dead-lettered, since requeueing would only bring it back; state the limit
+ * with scimq_client_limit() so that it is not even sent); any other code is
+ * taken as "not now" (NACK requeue after a short delay).  release gives it
+ * back.
  * alloc is called from the library's I/O thread and must not block long;
  * release from the I/O thread or from the thread that calls
  * scimq_message_free() (which may come after scimq_client_close()).
@@ -185,6 +201,39 @@ SCIMQ_EXPORT int scimq_client_flush(scimq_client_t *c, int timeout_ms);
 SCIMQ_EXPORT int scimq_client_subscribe(scimq_client_t *c, const char *queue,
                                         uint32_t credit_msgs,
                                         uint64_t credit_bytes);
+
+/**
+ * States the largest message (payload bytes) this consumer takes from a
+ * queue; 0 lifts the limit.  Call it before scimq_client_subscribe() (or
+ * later, to change it); it lasts for the life of the handle, across
+ * reconnections.  scimq_client_get() never returns a larger message.
+ *
+ * Session version 2 (a gateway that knows SciMP LIMIT): the library sends
+ * the limit before its first GET for the queue in each session (again when
+ * a lost session is replaced by a new one), and at once when the queue is
+ * already subscribed.  The gateway then never delivers a larger message to
+ * this consumer; one that no consumer with credit can take goes to the
+ * queue's dead-letter queue (dropped and counted without one).
+ *
+ * Session version 1 (an older gateway): nothing is sent, since that
+ * gateway cannot be told.  The library itself gives each larger delivery
+ * back with NACK requeue=0, never requeue=1, so the gateway dead-letters it
+ * (or drops it) instead of sending it again and again; its payload is
+ * discarded as it is read, never stored.  Unlike with version 2, such a
+ * message is not left for another consumer that could take it.  The
+ * first one per queue is logged as an error.
+ *
+ * eturn 0; SCIMQ_ENOENT (version 2, subscribed, no such queue);
+ *         SCIMQ_EINVAL; SCIMQ_ENOMEM; SCIMQ_ECONNRESET; SCIMQ_ECANCELED.
+ */
+SCIMQ_EXPORT int scimq_client_limit(scimq_client_t *c, const char *queue,
+                                    uint64_t max_message);
+
+/**
+ * The SciMP session version of the handle's session (1 or 2), as the
+ * gateway chose it in WELCOME; 0 if no session was ever established.
+ */
+SCIMQ_EXPORT unsigned int scimq_client_session_version(scimq_client_t *c);
 
 /**
  * Takes the next received message (from any subscribed queue).
