@@ -67,13 +67,20 @@ usage(FILE *out)
 /* gen                                                                       */
 /* ======================================================================== */
 
-/* One sample frame of every opcode: a tour of the control plane. */
+/*
+ * One sample frame of every opcode but PUT (the PUT stream follows): a tour
+ * of the protocol.  The DELIVER carries a small "meta" block, not a "data"
+ * block, so that dump --verify counts only the synthetic PUTs.
+ */
 static int
 gen_tour(int fd, uint64_t *req, uint16_t flags, const char *only,
          uint64_t *frames, uint64_t *bytes)
 {
-    static const char json[] = "{\"queues\":[\"demo\"]}";
+    static const char json[] =
+        "{\"queues\":[{\"name\":\"demo\",\"kind\":\"guaranteed\"}]}";
+    static const char meta[] = "{\"camera\":\"piv0\",\"frame\":1}";
     scimq_proto_block_t blk = {"json", 4, (void *) json, sizeof(json) - 1};
+    scimq_proto_block_t mblk = {"meta", 4, (void *) meta, sizeof(meta) - 1};
     scimq_proto_frame_t f;
     uint8_t *buf;
     size_t len;
@@ -90,13 +97,13 @@ gen_tour(int fd, uint64_t *req, uint16_t flags, const char *only,
         f.flags = flags;
         switch (op) {
         case SCIMQ_PROTO_OP_HELLO:
-            f.args.hello.version_min = 1;
-            f.args.hello.version_max = 1;
+            f.args.hello.version_min = SCIMQ_PROTO_SESSION_VERSION_MIN;
+            f.args.hello.version_max = SCIMQ_PROTO_SESSION_VERSION_MAX;
             f.args.hello.stream_count = 4;
             f.args.hello.client_name = STR("scimq-scimp");
             break;
         case SCIMQ_PROTO_OP_WELCOME:
-            f.args.welcome.version = 1;
+            f.args.welcome.version = SCIMQ_PROTO_SESSION_VERSION_MAX;
             f.args.welcome.max_payload = SCIMQ_PROTO_DEFAULT_MAX_PAYLOAD_LEN;
             f.args.welcome.server_name = STR("scimq-gateway");
             break;
@@ -148,8 +155,17 @@ gen_tour(int fd, uint64_t *req, uint16_t flags, const char *only,
             f.args.ping.timestamp_ns = (uint64_t) (now_s() * 1e9);
             break;
         case SCIMQ_PROTO_OP_DELIVER:
-            /* Deliveries need a payload; the PUT stream shows blocks. */
-            continue;
+            f.args.deliver.delivery_id = *req;
+            f.args.deliver.msg_id = *req;
+            f.args.deliver.attempt = 1;
+            f.args.deliver.queue = STR("demo");
+            f.block_count = 1;
+            f.blocks = &mblk;
+            break;
+        case SCIMQ_PROTO_OP_LIMIT:
+            f.args.limit.max_message = 16u << 20;
+            f.args.limit.queue = STR("demo");
+            break;
         default:
             if (op == SCIMQ_PROTO_OP_EOS || op >= SCIMQ_PROTO_OP_QUEUE_DELETE)
                 f.args.queue.queue = STR("demo");
@@ -344,6 +360,11 @@ print_frame(const scimq_proto_frame_t *f, uint64_t n)
         printf(" queue=%.*s delivery=%" PRIu64 " msg=%" PRIu64 " attempt=%u",
                a->deliver.queue.len, a->deliver.queue.ptr,
                a->deliver.delivery_id, a->deliver.msg_id, a->deliver.attempt);
+        break;
+    case SCIMQ_PROTO_OP_LIMIT:
+        printf(" queue=%.*s max_message=%" PRIu64 "%s", a->limit.queue.len,
+               a->limit.queue.ptr, a->limit.max_message,
+               a->limit.max_message == 0 ? " (no limit)" : "");
         break;
     case SCIMQ_PROTO_OP_QUEUE_DECLARE:
         printf(" queue=%.*s kind=%s ack_timeout=%ums attempts=%u dlq=%.*s",
@@ -606,8 +627,11 @@ main(int argc, char **argv)
         return 2;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("scimq-scimp %s (SciMP version %d)\n", scimq_version_string(),
-               SCIMQ_PROTO_VERSION);
+        printf("scimq-scimp %s (SciMP frame version %d, session versions "
+               "%d..%d)\n",
+               scimq_version_string(), SCIMQ_PROTO_FRAME_VERSION,
+               SCIMQ_PROTO_SESSION_VERSION_MIN,
+               SCIMQ_PROTO_SESSION_VERSION_MAX);
         return 0;
     }
     if (strcmp(argv[1], "--list-params") == 0) {

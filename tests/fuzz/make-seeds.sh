@@ -18,6 +18,9 @@ $gen --all-opcodes --count 2 --size 48 --datasum > "$tmp/tour-sum" 2>/dev/null
 $gen --count 3 --size 100 --datasum > "$tmp/puts-sum" 2>/dev/null
 $gen --count 1 --size 4KiB > "$tmp/put-4k" 2>/dev/null
 $gen --count 1 --size 32 --queue "" > "$tmp/put-empty-queue" 2>/dev/null
+# Single frames: LIMIT (session version 2) and a DELIVER with a block.
+$gen --count 0 --only LIMIT > "$tmp/limit" 2>/dev/null
+$gen --count 0 --only DELIVER --datasum > "$tmp/deliver-sum" 2>/dev/null
 # Broken streams: truncated, bad magic, corrupted header and payload.
 head -c 30 "$tmp/tour" > "$tmp/trunc-fixed"
 head -c 200 "$tmp/puts-sum" > "$tmp/trunc-payload"
