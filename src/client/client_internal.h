@@ -90,6 +90,7 @@ struct op {
     uint64_t reply_value;
     char *reply_json;
     uint32_t sends;       /* PUT: times written */
+    uint32_t bye_refunds; /* PUT: sends not counted (gateway BYE) */
     uint64_t deadline_ns; /* uv_hrtime() clock; 0: none */
 
     /* PUT. */
@@ -311,8 +312,12 @@ void scimq__session_stream_down(struct scimq_client *c, struct stream *s,
 void scimq__session_stream_closed(struct scimq_client *c, struct stream *s);
 void scimq__session_write_done(struct scimq_client *c, struct stream *s,
                                struct op *op, int status);
-/* No reply will come on s any more (its BYE): its ops go elsewhere. */
-void scimq__session_stream_gone(struct scimq_client *c, struct stream *s);
+/*
+ * No reply will come on s any more: its ops go elsewhere.  going_away: the
+ * gateway said BYE on s.
+ */
+void scimq__session_stream_gone(struct scimq_client *c, struct stream *s,
+                                bool going_away);
 /* A new session replaced a lost one: renews the subscriptions' credit. */
 void scimq__session_renewed(struct scimq_client *c);
 /* A frame after the handshake.  Returns 0 or an error that drops s. */

@@ -404,14 +404,18 @@ conn_frame(struct stream *s, const scimq_proto_frame_t *f)
             /* The answer to our BYE: the stream is done. */
             scimq__conn_fail(s, 0);
         } else {
-            /* The gateway shuts down: answer, then wait for its close. */
+            /*
+             * The gateway shuts down: answer, then wait for its close.  It
+             * is a cut like any other (try again later): unconfirmed PUTs
+             * go out again, confirmed ones are safe.
+             */
             SCIMQ_LOG_INFO(CLIENT, "stream %u: gateway said BYE", s->index);
             memset(&b, 0, sizeof(b));
             b.opcode = SCIMQ_PROTO_OP_BYE;
             b.request_id = f->request_id;
             s->state = SS_BYE;
             s->bye_deadline_ns = uv_hrtime() + ms_to_ns(CLIENT_BYE_WAIT_MS);
-            scimq__session_stream_gone(c, s);
+            scimq__session_stream_gone(c, s, true);
             rc = conn_send_ctl(s, &b);
         }
     } else {

@@ -421,9 +421,17 @@ scimq__session_stream_up(struct scimq_client *c, struct stream *s)
     dispatch_queued(c);
 }
 
-/* No reply will come on s any more: hand its ops back. */
+/*
+ * No reply will come on s any more: hand its ops back.  going_away: the
+ * gateway said BYE (it shuts down).  Its other streams are about to say
+ * the same, and a PUT handed from one to the next would use up its sends
+ * within one shutdown; so such a hand-back does not count as a send (a
+ * bounded number of times, in case a gateway says BYE on every stream it
+ * accepts).
+ */
 void
-scimq__session_stream_gone(struct scimq_client *c, struct stream *s)
+scimq__session_stream_gone(struct scimq_client *c, struct stream *s,
+                           bool going_away)
 {
     struct scimq_list *e;
 
@@ -436,6 +444,11 @@ scimq__session_stream_gone(struct scimq_client *c, struct stream *s)
         if (op->writing) {
             op->orphaned = true;
             continue;
+        }
+        if (going_away && op->kind == OP_PUT && op->sends > 0 &&
+            op->bye_refunds < CLIENT_PUT_MAX_SENDS) {
+            op->sends--;
+            op->bye_refunds++;
         }
         op_requeue_or_fail(c, op);
     }
@@ -477,7 +490,7 @@ scimq__session_stream_down(struct scimq_client *c, struct stream *s, int rc)
 {
     if (s->down_since_ns == 0)
         s->down_since_ns = uv_hrtime();
-    scimq__session_stream_gone(c, s);
+    scimq__session_stream_gone(c, s, false);
     if (c->opening && !c->stopping) {
         c->open_rc = rc != 0 ? rc : SCIMQ_ECONNRESET;
         session_stop(c);
