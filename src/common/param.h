@@ -54,7 +54,11 @@ enum scimq_param_type {
     X(GATEWAY_WORKERS, "gateway_workers", INT, "0",                            \
       "event-loop worker threads; 0: one per core of the allowed cpuset")      \
     X(GATEWAY_MEMORY_LIMIT, "gateway_memory_limit", SIZE, "1GiB",              \
-      "payload memory; past it payloads spill to the spill directory")         \
+      "payload memory (one pool); past it payloads spill or producers wait")   \
+    X(GATEWAY_CHUNK_SIZE, "gateway_chunk_size", SIZE, "256KiB",                \
+      "payload pool chunk (power of two); smaller payloads share chunks")      \
+    X(GATEWAY_PREFAULT, "gateway_prefault", BOOL, "true",                      \
+      "touch all payload memory at start (in the background)")                 \
     X(GATEWAY_SPILL_DIR, "gateway_spill_dir", STR, "",                         \
       "directory for spilled payloads; empty: no spilling")                    \
     X(GATEWAY_DISK_LIMIT, "gateway_disk_limit", SIZE, "16GiB",                 \

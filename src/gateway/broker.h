@@ -1,104 +1,133 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The broker: queues, messages, sessions, deliveries and payload memory.
- * Every function takes gw->lock itself (callers never hold it), except the
- * *_locked helpers used inside broker.c and spill.c.
+ * The broker: queue, lease, session and credit state, and nothing else.
+ *
+ * It takes events (a stream joins or leaves, PUT, GET, LIMIT, ACK / NACK /
+ * EXTEND, a frame was written, a spill job finished, the timer, and the
+ * administration requests) and answers with actions appended to `out`
+ * (action.h).  It makes no system call, takes no lock and never calls a
+ * worker or a connection: one thread at a time drives it (the hub holds a
+ * lock around every call), and a unit test can drive it step by step with
+ * its own clock.  `now` is CLOCK_MONOTONIC in milliseconds.
+ *
+ * Connections are named by their id; a connection belongs to a session
+ * from its HELLO (gw_broker_hello) until gw_broker_stream_down().
  */
 #ifndef SCIMQ_GATEWAY_BROKER_H
 #define SCIMQ_GATEWAY_BROKER_H
 
-#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
 
-#include "gateway.h"
+#include <scimq/proto.h>
 
-/* Connection registry entry: what stats show about a connection. */
-struct gw_conn_info {
-    uint64_t id;
-    int worker;
-    char peer[64];
-    bool loopback;
-    struct gw_session *session; /* after HELLO */
-    int stream;
-    _Atomic uint64_t bytes_in, bytes_out, frames_in, frames_out;
-    int sndbuf, rcvbuf;
-    char congestion[16];
-    int fd;
-    UT_hash_handle hh;
+#include "action.h"
+
+struct gw_broker;
+struct gw_payload;
+
+struct gw_broker_settings {
+    uint32_t ack_timeout_ms; /* lease of queues declared without one */
+    uint64_t memory_limit;   /* payload memory (the pool) */
+    uint64_t chunk_size;     /* pool chunk, a power of two */
+    bool spill;              /* a spill directory exists */
+    uint64_t disk_limit;     /* spill bytes */
 };
 
-int gw_broker_init(struct gateway *gw);
-void gw_broker_fini(struct gateway *gw);
-
-/* Connections (for stats). */
-void gw_broker_conn_register(struct gateway *gw, struct gw_conn_info *ci);
-void gw_broker_conn_unregister(struct gateway *gw, struct gw_conn_info *ci);
-
-/*
- * HELLO: creates a session (all-zero id) or joins stream index of an
- * existing one.  On success *sid_out holds the session id.
- * Errors: SCIMQ_ENOENT (unknown session), SCIMQ_EBUSY (stream index in
- * use), SCIMQ_EINVAL (stream count differs), SCIMQ_ENOMEM.
- */
-int gw_broker_hello(struct gateway *gw, struct gw_conn_info *ci,
-                    const scimq_proto_frame_t *hello,
-                    uint8_t sid_out[SCIMQ_PROTO_SESSION_ID_LEN]);
-
-/* A stream closed: requeue what was in flight on it; end the session with
- * its last stream. */
-void gw_broker_stream_closed(struct gateway *gw, struct gw_conn_info *ci);
-
-/* Queue management; replies' values through the _p arguments. */
-int gw_broker_declare(struct gateway *gw, const scimq_proto_frame_t *f,
-                      uint64_t *created_p);
-int gw_broker_delete(struct gateway *gw, const scimq_proto_str_t *name,
-                     uint64_t *discarded_p);
-int gw_broker_bind(struct gateway *gw, const scimq_proto_str_t *queue,
-                   const scimq_proto_str_t *target, bool bind);
-int gw_broker_close_queue(struct gateway *gw, const scimq_proto_str_t *name);
-int gw_broker_move(struct gateway *gw, const scimq_proto_str_t *queue,
-                   const scimq_proto_str_t *target, uint64_t max,
-                   uint64_t *moved_p);
-/* JSON documents (new references). */
-json_t *gw_broker_list(struct gateway *gw, const scimq_proto_str_t *prefix,
-                       uint64_t *count_p);
-json_t *gw_broker_stats(struct gateway *gw, const scimq_proto_str_t *queue);
+/* Returns 0 or SCIMQ_ENOMEM / SCIMQ_EINVAL (bad pool geometry). */
+int gw_broker_new(const struct gw_broker_settings *set, struct gw_broker **b_p);
+/* Frees every record; spill files are not removed (the caller's job). */
+void gw_broker_free(struct gw_broker *b);
+/* Starts pre-faulting the payload memory (a thread of the pool's). */
+int gw_broker_prefault(struct gw_broker *b);
 
 /*
- * PUT, header ready: checks the queue and reserves memory for the payload.
- * Returns 0 and a payload whose data buffer receives the frame's payload;
- * SCIMQ_EAGAIN when memory and disk are full (the connection is parked and
- * gets a resume action later); SCIMQ_ENOENT, SCIMQ_ECLOSED, SCIMQ_EMSGSIZE,
- * SCIMQ_ENOSPC, SCIMQ_ESHUTDOWN, SCIMQ_EINVAL, SCIMQ_ENOMEM.
+ * HELLO: creates a session (all-zero session id in the frame; it gets
+ * new_id, which the caller drew at random) or joins stream stream_index of
+ * an existing one.  version is the session protocol version chosen for a
+ * new session; *version_p returns the session's.  On success sid_out holds
+ * the session id.  Errors: SCIMQ_ENOENT (unknown session), SCIMQ_EBUSY
+ * (stream in use), SCIMQ_EINVAL (stream count differs or too large),
+ * SCIMQ_EPROTO_VERSION (the session speaks another version).
  */
-int gw_broker_put_begin(struct gateway *gw, struct gw_conn_info *ci,
-                        const scimq_proto_frame_t *f, struct gw_payload **pl_p);
-/* PUT complete: queues the message (and its bound copies). */
-int gw_broker_put_commit(struct gateway *gw, const scimq_proto_frame_t *f,
-                         struct gw_payload *pl, uint64_t *msg_id_p);
-/* The frame failed or the connection closed before the payload arrived. */
-void gw_broker_put_abort(struct gateway *gw, struct gw_payload *pl);
+int gw_broker_hello(struct gw_broker *b, uint64_t now, uint64_t conn_id,
+                    int worker, const scimq_proto_frame_t *hello,
+                    const uint8_t new_id[SCIMQ_PROTO_SESSION_ID_LEN],
+                    uint8_t version, uint8_t *version_p,
+                    uint8_t sid_out[SCIMQ_PROTO_SESSION_ID_LEN],
+                    struct gw_actions *out);
+
+/* A stream's connection closed: what was in flight on it goes back (with
+ * its credit); the session ends with its last stream. */
+void gw_broker_stream_down(struct gw_broker *b, uint64_t now, uint64_t conn_id,
+                           struct gw_actions *out);
+
+/*
+ * PUT, header in: checks the queue and admits the payload.  Returns 0 and a
+ * payload (pinned by the connection) whose data receives the frame's
+ * payload; SCIMQ_EAGAIN when it does not fit now (the connection is parked
+ * and gets GW_ACT_RESUME later); SCIMQ_ENOENT, SCIMQ_ECLOSED,
+ * SCIMQ_EMSGSIZE (larger than a queue's max_bytes or the memory limit),
+ * SCIMQ_ENOSPC, SCIMQ_ESHUTDOWN (draining), SCIMQ_EINVAL, SCIMQ_ESTATE.
+ */
+int gw_broker_put_begin(struct gw_broker *b, uint64_t now, uint64_t conn_id,
+                        int worker, const scimq_proto_frame_t *f,
+                        struct gw_payload **pl_p, struct gw_actions *out);
+/* Payload received: queues the message (and its bound copies); the
+ * connection's pin ends, whatever the result. */
+int gw_broker_put_commit(struct gw_broker *b, uint64_t now,
+                         const scimq_proto_frame_t *f, struct gw_payload *pl,
+                         uint64_t *msg_id_p, struct gw_actions *out);
+/* The frame failed or its connection closed before the payload was in. */
+void gw_broker_put_abort(struct gw_broker *b, uint64_t now,
+                         struct gw_payload *pl, struct gw_actions *out);
 /* A parked connection went away. */
-void gw_broker_unpark(struct gateway *gw, uint64_t conn_id);
+void gw_broker_unpark(struct gw_broker *b, uint64_t conn_id);
 
-/* Consumers. */
-int gw_broker_get(struct gateway *gw, struct gw_conn_info *ci,
-                  const scimq_proto_frame_t *f);
-void gw_broker_settle(struct gateway *gw, struct gw_conn_info *ci,
-                      const scimq_proto_frame_t *f);
+/* GET: adds credit.  0, SCIMQ_ENOENT, SCIMQ_EINVAL, SCIMQ_ESTATE. */
+int gw_broker_get(struct gw_broker *b, uint64_t now, uint64_t conn_id,
+                  const scimq_proto_frame_t *f, struct gw_actions *out);
+/* LIMIT (session version 2).  0, SCIMQ_ENOENT, SCIMQ_EINVAL, SCIMQ_ESTATE. */
+int gw_broker_limit(struct gw_broker *b, uint64_t now, uint64_t conn_id,
+                    const scimq_proto_frame_t *f, struct gw_actions *out);
+/* ACK, NACK, EXTEND.  Returns false when the settlement was ignored
+ * (unknown, settled or expired delivery, another session's, best-effort). */
+bool gw_broker_settle(struct gw_broker *b, uint64_t now, uint64_t conn_id,
+                      const scimq_proto_frame_t *f, struct gw_actions *out);
 
-/* A DELIVER frame was written (or dropped): release its payload pin. */
-void gw_broker_unpin(struct gateway *gw, struct gw_payload *pl);
+/* A DELIVER action's frame was written, failed or dropped: its pin ends. */
+void gw_broker_written(struct gw_broker *b, uint64_t now, uint64_t conn_id,
+                       struct gw_payload *pl, uint64_t bytes,
+                       struct gw_actions *out);
 
-/* Periodic work: lease expiry, delayed messages, rates (worker 0). */
-void gw_broker_tick(struct gateway *gw);
+/* A GW_ACT_SPILL_WRITE or _READ action finished with rc. */
+void gw_broker_spill_done(struct gw_broker *b, uint64_t now,
+                          const struct gw_action *job, int rc,
+                          struct gw_actions *out);
 
-/* Number of leased (unsettled guaranteed) deliveries, for draining. */
-uint64_t gw_broker_leased(struct gateway *gw);
+/* Deadlines: leases, delayed messages, spill retries. */
+void gw_broker_tick(struct gw_broker *b, uint64_t now, struct gw_actions *out);
 
-/* Spill thread completions (spill.c), called with gw->lock held. */
-void gw_broker_spilled_locked(struct gateway *gw, struct gw_payload *pl,
-                              int rc);
-void gw_broker_loaded_locked(struct gateway *gw, struct gw_payload *pl,
-                             uint8_t *data, int rc);
+/* Draining: PUTs are refused from now on. */
+void gw_broker_drain(struct gw_broker *b);
+/* Guaranteed messages handed out and not settled, all queues. */
+uint64_t gw_broker_leased(const struct gw_broker *b);
+
+/* Administration (admin.c). */
+int gw_broker_declare(struct gw_broker *b, uint64_t now,
+                      const scimq_proto_frame_t *f, uint64_t *created_p,
+                      struct gw_actions *out);
+int gw_broker_delete(struct gw_broker *b, uint64_t now,
+                     const scimq_proto_str_t *name, uint64_t *discarded_p,
+                     struct gw_actions *out);
+int gw_broker_bind(struct gw_broker *b, const scimq_proto_str_t *queue,
+                   const scimq_proto_str_t *target, bool bind);
+int gw_broker_close_queue(struct gw_broker *b, uint64_t now,
+                          const scimq_proto_str_t *name,
+                          struct gw_actions *out);
+int gw_broker_move(struct gw_broker *b, uint64_t now,
+                   const scimq_proto_str_t *queue,
+                   const scimq_proto_str_t *target, uint64_t max,
+                   uint64_t *moved_p, struct gw_actions *out);
 
 #endif /* SCIMQ_GATEWAY_BROKER_H */

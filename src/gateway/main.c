@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +31,7 @@
 #include "common/net.h"
 #include "common/param.h"
 #include "common/topo.h"
+#include "report.h"
 #include "spill.h"
 #include "worker.h"
 
@@ -168,8 +168,8 @@ parse_args(int argc, char **argv)
             scimq__param_print(stdout);
             exit(0);
         case 'V':
-            printf("scimq-gateway %s (SciMP %d)\n", scimq_version_string(),
-                   SCIMQ_PROTO_VERSION);
+            printf("scimq-gateway %s (SciMP session versions 1..%d)\n",
+                   scimq_version_string(), SCIMQ_PROTO_SESSION_VERSION_MAX);
             exit(0);
         case 'h':
             usage(stdout);
@@ -208,6 +208,8 @@ options_load(struct gw_options *o)
     o->workers =
         workers > 0 && workers <= 256 ? (int) workers : scimq__topo_ncores();
     o->memory_limit = scimq__param_size(SCIMQ_PARAM_GATEWAY_MEMORY_LIMIT);
+    o->chunk_size = scimq__param_size(SCIMQ_PARAM_GATEWAY_CHUNK_SIZE);
+    o->prefault = scimq__param_bool(SCIMQ_PARAM_GATEWAY_PREFAULT);
     o->spill_dir = scimq__param_str(SCIMQ_PARAM_GATEWAY_SPILL_DIR);
     o->disk_limit = scimq__param_size(SCIMQ_PARAM_GATEWAY_DISK_LIMIT);
     o->ack_timeout_ms =
@@ -225,6 +227,12 @@ options_load(struct gw_options *o)
     if (o->ack_timeout_ms == 0 || o->memory_limit == 0) {
         fprintf(stderr, "scimq-gateway: ack timeout and memory limit must "
                         "be positive\n");
+        return 2;
+    }
+    if (o->chunk_size < 4096 || (o->chunk_size & (o->chunk_size - 1)) != 0 ||
+        o->chunk_size > o->memory_limit) {
+        fprintf(stderr, "scimq-gateway: chunk size must be a power of two "
+                        "of at least 4 KiB, within the memory limit\n");
         return 2;
     }
     if (token_file[0] != '\0') {
@@ -291,7 +299,7 @@ static void
 on_drain_timer(uv_timer_t *t)
 {
     struct main_ctx *m = t->data;
-    uint64_t leased = gw_broker_leased(m->gw);
+    uint64_t leased = gw_hub_leased(&m->gw->hub);
 
     if (leased == 0) {
         SCIMQ_LOG_WARN(GATEWAY, "drained: every leased message settled");
@@ -328,6 +336,7 @@ on_signal(uv_signal_t *h, int signum)
     SCIMQ_LOG_WARN(GATEWAY, "SIGTERM: draining (up to %u ms)",
                    gw->opt.drain_timeout_ms);
     atomic_store(&gw->draining, true);
+    gw_hub_drain(&gw->hub);
     gw_workers_stop_listening(gw);
     m->drain_deadline = gw_now_ms() + gw->opt.drain_timeout_ms;
     uv_timer_start(&m->drain, on_drain_timer, 0, 100);
@@ -336,7 +345,7 @@ on_signal(uv_signal_t *h, int signum)
 static void
 print_summary(struct gateway *gw, int exit_code)
 {
-    json_t *st = gw_broker_stats(gw, NULL), *out;
+    json_t *st = gw_report_stats(gw, NULL), *out;
     char *text;
 
     out =
@@ -355,6 +364,57 @@ print_summary(struct gateway *gw, int exit_code)
     json_decref(st);
 }
 
+/* The broker, the hub around it and the spill thread. */
+static int
+core_start(struct gateway *gw)
+{
+    struct gw_broker_settings set = {
+        .ack_timeout_ms = gw->opt.ack_timeout_ms,
+        .memory_limit = gw->opt.memory_limit,
+        .chunk_size = gw->opt.chunk_size,
+        .spill = gw->opt.spill_dir != NULL && gw->opt.spill_dir[0] != '\0',
+        .disk_limit = gw->opt.disk_limit,
+    };
+    struct gw_broker *b;
+    int rc = gw_broker_new(&set, &b);
+
+    if (rc != 0) {
+        fprintf(stderr,
+                "scimq-gateway: cannot map %" PRIu64
+                " B of payload memory: %s\n",
+                gw->opt.memory_limit, scimq_strerror(rc));
+        return rc;
+    }
+    gw_hub_init(&gw->hub, b);
+    if (set.spill) {
+        rc = gw_spill_start(gw->opt.spill_dir, gw_hub_spill_done, &gw->hub,
+                            &gw->hub.spill);
+        if (rc != 0) {
+            gw_broker_free(b);
+            gw_hub_destroy(&gw->hub);
+            return rc;
+        }
+    }
+    if (gw->opt.prefault && gw_broker_prefault(b) != 0)
+        SCIMQ_LOG_WARN(GATEWAY, "payload memory is not pre-faulted");
+    return 0;
+}
+
+static void
+core_stop(struct gateway *gw)
+{
+    gw_spill_stop(gw->hub.spill);
+    gw->hub.spill = NULL;
+}
+
+static void
+core_free(struct gateway *gw)
+{
+    gw_broker_free(gw->hub.broker);
+    gw->hub.broker = NULL;
+    gw_hub_destroy(&gw->hub);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -365,14 +425,6 @@ main(int argc, char **argv)
 
     memset(&gw, 0, sizeof(gw));
     signal(SIGPIPE, SIG_IGN);
-    /*
-     * Payload buffers are large and short-lived: keep them in their own
-     * mappings so that freeing one returns its memory to the system at once
-     * (glibc would otherwise raise the threshold and keep freed payloads in
-     * the heap, and RSS would no longer follow the memory limit).
-     */
-    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-    mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
     rc = parse_args(argc, argv);
     if (rc == 0)
         rc = options_load(&gw.opt);
@@ -380,7 +432,9 @@ main(int argc, char **argv)
         return rc;
     scimq__log_configure();
     gw.n_workers = gw.opt.workers;
-    if (gw_broker_init(&gw) != 0 || gw_spill_start(&gw) != 0)
+    gw.start_ms = gw_now_ms();
+    gw_connreg_init(&gw.conns, gw.start_ms);
+    if (core_start(&gw) != 0)
         return 1;
 
     /* Signals are handled on the main thread's own loop. */
@@ -398,9 +452,8 @@ main(int argc, char **argv)
     if (rc != 0) {
         fprintf(stderr, "scimq-gateway: cannot listen on %s:%u: %s\n",
                 gw.opt.listen_host, gw.opt.listen_port, scimq_strerror(rc));
-        gw_spill_stop(&gw);
-        gw_broker_fini(&gw);
-        gw_spill_free(&gw);
+        core_stop(&gw);
+        core_free(&gw);
         return 1;
     }
     if (gw.opt.port_file[0] != '\0' &&
@@ -416,18 +469,21 @@ main(int argc, char **argv)
             scimq_version_string(),
             gw.opt.listen_host[0] ? gw.opt.listen_host : "*", port,
             gw.n_workers, gw.opt.memory_limit,
-            gw.spill ? gw.opt.spill_dir : "off",
+            gw.hub.spill ? gw.opt.spill_dir : "off",
             gw.opt.token ? "token" : "none");
 
     if (m.exit_code == 0)
         uv_run(&m.loop, UV_RUN_DEFAULT);
 
+    /* Workers first (BYE, close), then the spill thread, whose last
+     * completions find closed mailboxes; then nothing can post. */
     atomic_store(&gw.stopping, true);
     gw_workers_stop(&gw);
-    gw_spill_stop(&gw);
+    core_stop(&gw);
+    gw_workers_free(&gw);
     print_summary(&gw, m.exit_code);
-    gw_broker_fini(&gw);
-    gw_spill_free(&gw);
+    core_free(&gw);
+    gw_connreg_destroy(&gw.conns);
     if (gw.opt.port_file[0] != '\0')
         unlink(gw.opt.port_file);
     uv_close((uv_handle_t *) &m.sigterm, NULL);

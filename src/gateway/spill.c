@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,153 +16,162 @@
 
 #include <scimq/error.h>
 
-#include "broker.h"
 #include "common/error_internal.h"
 #include "common/log.h"
 #include "spill.h"
 
-struct gw_spill_job {
-    struct gw_payload *pl;
-    enum gw_spill_op op;
-    struct gw_spill_job *next;
-};
-
 struct gw_spill {
     char dir[PATH_MAX / 2];
+    gw_spill_done_fn done;
+    void *arg;
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    struct gw_spill_job *head, *tail;
+    struct gw_actions jobs;
     bool stop;
 };
 
 static void
-spill_path(const struct gw_spill *sp, const struct gw_payload *pl, char *buf,
-           size_t len)
+spill_path(const struct gw_spill *sp, uint64_t id, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/scimq-%ld-%" PRIu64 ".spill", sp->dir,
-             (long) getpid(), pl->id);
+             (long) getpid(), id);
 }
 
+/* Moves len bytes between fd and buf, whole or an error. */
 static int
-spill_write(const struct gw_spill *sp, const struct gw_payload *pl)
+io_full(int fd, uint8_t *buf, uint64_t len, bool writing)
 {
-    char path[PATH_MAX];
-    size_t done = 0;
-    int fd, rc = 0;
+    uint64_t done = 0;
 
-    spill_path(sp, pl, path, sizeof(path));
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return scimq__err_from_errno(errno);
-    while (done < pl->len) {
-        ssize_t n = write(fd, pl->data + done, pl->len - done);
+    while (done < len) {
+        ssize_t n = writing ? write(fd, buf + done, len - done)
+                            : read(fd, buf + done, len - done);
 
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0) {
-            rc = n < 0 ? scimq__err_from_errno(errno) : SCIMQ_EIO;
-            break;
-        }
-        done += (size_t) n;
+        if (n < 0)
+            return scimq__err_from_errno(errno);
+        if (n == 0)
+            return SCIMQ_EIO; /* short file or full device */
+        done += (uint64_t) n;
     }
+    return 0;
+}
+
+static int
+spill_write(const struct gw_spill *sp, const struct gw_action *job)
+{
+    char path[PATH_MAX];
+    int fd, rc;
+
+    spill_path(sp, job->payload_id, path, sizeof(path));
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return scimq__err_from_errno(errno);
+    rc = io_full(fd, job->buf, job->len, true);
     if (close(fd) != 0 && rc == 0)
         rc = scimq__err_from_errno(errno);
-    if (rc != 0) {
-        SCIMQ_LOG_SPARSE(SCIMQ_LOG_ERROR, GATEWAY, 10000,
-                         "cannot spill to %s: %s; keeping it in memory", path,
-                         scimq_strerror(rc));
+    if (rc != 0)
         unlink(path);
-    }
     return rc;
 }
 
 static int
-spill_read(const struct gw_spill *sp, const struct gw_payload *pl,
-           uint8_t **data_p)
+spill_read(const struct gw_spill *sp, const struct gw_action *job)
 {
     char path[PATH_MAX];
-    uint8_t *buf = malloc(pl->len > 0 ? pl->len : 1);
-    size_t done = 0;
-    int fd, rc = 0;
+    struct stat stbuf;
+    int fd, rc;
 
-    if (buf == NULL)
-        return SCIMQ_ENOMEM;
-    spill_path(sp, pl, path, sizeof(path));
+    spill_path(sp, job->payload_id, path, sizeof(path));
     fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        free(buf);
+    if (fd < 0)
         return scimq__err_from_errno(errno);
-    }
-    while (done < pl->len) {
-        ssize_t n = read(fd, buf + done, pl->len - done);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            rc = n < 0 ? scimq__err_from_errno(errno) : SCIMQ_EIO;
-            break;
-        }
-        done += (size_t) n;
-    }
+    /* A file of the wrong size is damaged: never deliver part of one. */
+    if (fstat(fd, &stbuf) != 0 || (uint64_t) stbuf.st_size != job->len)
+        rc = SCIMQ_EIO;
+    else
+        rc = io_full(fd, job->buf, job->len, false);
     close(fd);
-    if (rc != 0) {
-        free(buf);
-        return rc;
-    }
-    *data_p = buf;
-    return 0;
+    return rc;
+}
+
+static void
+spill_unlink(const struct gw_spill *sp, uint64_t id)
+{
+    char path[PATH_MAX];
+
+    spill_path(sp, id, path, sizeof(path));
+    if (unlink(path) != 0 && errno != ENOENT)
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 10000,
+                         "cannot remove spill file %s: %s", path,
+                         strerror(errno));
 }
 
 static void *
 spill_main(void *arg)
 {
-    struct gateway *gw = arg;
-    struct gw_spill *sp = gw->spill;
+    struct gw_spill *sp = arg;
 
     for (;;) {
-        struct gw_spill_job *job;
-        uint8_t *data = NULL;
+        struct gw_action *job;
         int rc;
 
         pthread_mutex_lock(&sp->lock);
-        while (sp->head == NULL && !sp->stop)
+        while (sp->jobs.head == NULL && !sp->stop)
             pthread_cond_wait(&sp->cond, &sp->lock);
-        job = sp->head;
-        if (job != NULL) {
-            sp->head = job->next;
-            if (sp->head == NULL)
-                sp->tail = NULL;
-        }
+        job = gw_actions_pop(&sp->jobs);
         pthread_mutex_unlock(&sp->lock);
         if (job == NULL)
             break; /* stopping and nothing left */
-
-        /* The payload's state (SPILLING/LOADING) keeps it alive and its
-         * data untouched while the file I/O runs without gw->lock. */
-        if (job->op == GW_SPILL_WRITE)
-            rc = spill_write(sp, job->pl);
-        else
-            rc = spill_read(sp, job->pl, &data);
-        pthread_mutex_lock(&gw->lock);
-        if (job->op == GW_SPILL_WRITE)
-            gw_broker_spilled_locked(gw, job->pl, rc);
-        else
-            gw_broker_loaded_locked(gw, job->pl, data, rc);
-        pthread_mutex_unlock(&gw->lock);
-        free(job);
+        switch (job->kind) {
+        case GW_ACT_SPILL_WRITE:
+            rc = spill_write(sp, job);
+            sp->done(sp->arg, job, rc);
+            break;
+        case GW_ACT_SPILL_READ:
+            rc = spill_read(sp, job);
+            sp->done(sp->arg, job, rc);
+            break;
+        default:
+            spill_unlink(sp, job->payload_id);
+            break;
+        }
+        gw_action_free(job);
     }
     return NULL;
 }
 
+/* Our PID's files are leftovers of a gateway that had our PID and died. */
+static void
+remove_stale(const struct gw_spill *sp)
+{
+    char prefix[64];
+    DIR *d = opendir(sp->dir);
+    struct dirent *e;
+
+    if (d == NULL)
+        return;
+    snprintf(prefix, sizeof(prefix), "scimq-%ld-", (long) getpid());
+    while ((e = readdir(d)) != NULL) {
+        char path[PATH_MAX];
+
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", sp->dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+}
+
 int
-gw_spill_start(struct gateway *gw)
+gw_spill_start(const char *dir, gw_spill_done_fn done, void *arg,
+               struct gw_spill **sp_p)
 {
     struct gw_spill *sp;
-    const char *dir = gw->opt.spill_dir;
 
-    if (dir == NULL || dir[0] == '\0')
-        return 0;
+    *sp_p = NULL;
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
         SCIMQ_LOG_ERROR(GATEWAY, "cannot create spill directory %s: %s", dir,
                         strerror(errno));
@@ -178,22 +190,24 @@ gw_spill_start(struct gateway *gw)
         return SCIMQ_ENAMETOOLONG;
     }
     strcpy(sp->dir, dir);
+    sp->done = done;
+    sp->arg = arg;
+    remove_stale(sp);
     pthread_mutex_init(&sp->lock, NULL);
     pthread_cond_init(&sp->cond, NULL);
-    gw->spill = sp;
-    if (pthread_create(&sp->thread, NULL, spill_main, gw) != 0) {
-        gw->spill = NULL;
+    if (pthread_create(&sp->thread, NULL, spill_main, sp) != 0) {
+        pthread_mutex_destroy(&sp->lock);
+        pthread_cond_destroy(&sp->cond);
         free(sp);
         return SCIMQ_ENOMEM;
     }
+    *sp_p = sp;
     return 0;
 }
 
 void
-gw_spill_stop(struct gateway *gw)
+gw_spill_stop(struct gw_spill *sp)
 {
-    struct gw_spill *sp = gw->spill;
-
     if (sp == NULL)
         return;
     pthread_mutex_lock(&sp->lock);
@@ -201,55 +215,18 @@ gw_spill_stop(struct gateway *gw)
     pthread_cond_signal(&sp->cond);
     pthread_mutex_unlock(&sp->lock);
     pthread_join(sp->thread, NULL);
-    /* Files of payloads still referenced are removed by gw_broker_fini(),
-     * which needs the directory name: gw_spill_free() comes after it. */
-}
-
-void
-gw_spill_free(struct gateway *gw)
-{
-    struct gw_spill *sp = gw->spill;
-
-    if (sp == NULL)
-        return;
+    /* Payloads still held die with the process: so do their files. */
+    remove_stale(sp);
     pthread_mutex_destroy(&sp->lock);
     pthread_cond_destroy(&sp->cond);
     free(sp);
-    gw->spill = NULL;
 }
 
 void
-gw_spill_submit(struct gateway *gw, struct gw_payload *pl, enum gw_spill_op op)
+gw_spill_submit(struct gw_spill *sp, struct gw_action *job)
 {
-    struct gw_spill *sp = gw->spill;
-    struct gw_spill_job *job = calloc(1, sizeof(*job));
-
-    if (job == NULL) {
-        SCIMQ_LOG_ERROR(GATEWAY, "out of memory for a spill job");
-        abort();
-    }
-    job->pl = pl;
-    job->op = op;
     pthread_mutex_lock(&sp->lock);
-    if (sp->tail)
-        sp->tail->next = job;
-    else
-        sp->head = job;
-    sp->tail = job;
+    gw_actions_push(&sp->jobs, job);
     pthread_cond_signal(&sp->cond);
     pthread_mutex_unlock(&sp->lock);
-}
-
-void
-gw_spill_unlink(struct gateway *gw, struct gw_payload *pl)
-{
-    char path[PATH_MAX];
-
-    if (gw->spill == NULL)
-        return;
-    spill_path(gw->spill, pl, path, sizeof(path));
-    if (unlink(path) != 0 && errno != ENOENT)
-        SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 10000,
-                         "cannot remove spill file %s: %s", path,
-                         strerror(errno));
 }

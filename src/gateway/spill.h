@@ -1,32 +1,32 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Spilling payloads to disk past the memory limit, and loading them back.
- * One thread does the (blocking) file I/O so that no event loop ever waits
- * on the disk; completions go back into the broker under gw->lock.
- * Lock order: gw->lock, then the spill queue lock.
+ * The spill thread: blocking file work off the event loops.  It carries
+ * out GW_ACT_SPILL_WRITE / _READ / _UNLINK actions in order and reports
+ * each write and read through a callback on its own thread.  It knows
+ * nothing of the broker: a job names its file by payload id and brings
+ * its buffer.
  */
 #ifndef SCIMQ_GATEWAY_SPILL_H
 #define SCIMQ_GATEWAY_SPILL_H
 
-#include "gateway.h"
+#include "action.h"
 
-enum gw_spill_op { GW_SPILL_WRITE, GW_SPILL_READ };
+struct gw_spill;
 
-/* Creates the spill directory if needed and starts the thread.  With no
- * spill directory configured, gw->spill stays NULL (no spilling). */
-int gw_spill_start(struct gateway *gw);
+typedef void (*gw_spill_done_fn)(void *arg, struct gw_action *job, int rc);
 
-/* Finishes queued jobs and stops the thread. */
-void gw_spill_stop(struct gateway *gw);
+/*
+ * Creates dir if needed (it must then be writable), removes spill files a
+ * gateway with the same PID left behind, and starts the thread.  Returns 0
+ * or a SCIMQ_E* code.
+ */
+int gw_spill_start(const char *dir, gw_spill_done_fn done, void *arg,
+                   struct gw_spill **sp_p);
+/* Does the jobs queued so far, then stops the thread; the files of
+ * payloads still held are removed. */
+void gw_spill_stop(struct gw_spill *sp);
 
-/* Frees the spill state (after gw_broker_fini() removed the files). */
-void gw_spill_free(struct gateway *gw);
-
-/* Queues a job (gw->lock held). */
-void gw_spill_submit(struct gateway *gw, struct gw_payload *pl,
-                     enum gw_spill_op op);
-
-/* Removes a payload's spill file (gw->lock held). */
-void gw_spill_unlink(struct gateway *gw, struct gw_payload *pl);
+/* Queues a job (any thread); the spill thread owns it afterwards. */
+void gw_spill_submit(struct gw_spill *sp, struct gw_action *job);
 
 #endif /* SCIMQ_GATEWAY_SPILL_H */

@@ -16,62 +16,15 @@
 
 #include <scimq/error.h>
 
-#include "broker.h"
 #include "common/error_internal.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/topo.h"
-#include "conn.h"
 #include "worker.h"
 
-/* How often connection timeouts are checked; the broker ticks on worker 0. */
+/* The broker's clock ticks on worker 0; connection timeouts every second. */
 #define WORKER_TICK_MS 100
 #define WORKER_TIMEOUT_CHECK_MS 1000
-
-struct gw_action *
-gw_action_new(enum gw_action_kind kind, uint64_t conn_id)
-{
-    struct gw_action *a = calloc(1, sizeof(*a));
-
-    if (a == NULL) {
-        SCIMQ_LOG_ERROR(GATEWAY, "out of memory for a worker action");
-        abort();
-    }
-    a->kind = kind;
-    a->conn_id = conn_id;
-    return a;
-}
-
-void
-gw_action_free(struct gw_action *a)
-{
-    free(a->text);
-    free(a);
-}
-
-void
-gw_worker_post(struct gateway *gw, int worker, struct gw_action *a)
-{
-    struct gw_worker *w = &gw->workers[worker];
-
-    pthread_mutex_lock(&w->mb_lock);
-    if (w->mb_closed) {
-        /* The loop is gone (shutdown): nobody will run it. */
-        pthread_mutex_unlock(&w->mb_lock);
-        if (a->kind == GW_ACT_DELIVER)
-            gw_broker_unpin(gw, a->payload);
-        gw_action_free(a);
-        return;
-    }
-    a->next = NULL;
-    if (w->mb_tail)
-        w->mb_tail->next = a;
-    else
-        w->mb_head = a;
-    w->mb_tail = a;
-    pthread_mutex_unlock(&w->mb_lock);
-    uv_async_send(&w->wakeup);
-}
 
 static void
 close_walk(uv_handle_t *h, void *arg)
@@ -84,39 +37,34 @@ close_walk(uv_handle_t *h, void *arg)
 static void
 worker_stop(struct gw_worker *w)
 {
-    struct gw_conn *c, *tmp;
+    struct gw_actions left = {NULL, NULL};
 
     if (w->stopping)
         return;
     w->stopping = true;
-    pthread_mutex_lock(&w->mb_lock);
-    w->mb_closed = true;
-    pthread_mutex_unlock(&w->mb_lock);
-    HASH_ITER(hh, w->conns, c, tmp) gw_conn_close(c, NULL);
+    gw_conn_close_all(&w->host);
+    gw_mailbox_close(&w->mailbox, &left);
+    /* What was still for this worker: the hub drops it (pins go back). */
+    gw_hub_route(&w->gw->hub, w->index, &left);
     /* Connections were closed with their own callbacks; the rest (timer,
-     * listener, the mailbox wake-up) have none. */
+     * listener) have none. */
     uv_walk(&w->loop, close_walk, NULL);
 }
 
 static void
-on_wakeup(uv_async_t *h)
+on_actions(struct gw_mailbox *mb, struct gw_actions *list)
 {
-    struct gw_worker *w = h->data;
+    struct gw_worker *w = mb->owner;
     struct gw_action *a;
 
-    /* Wake-ups coalesce: take the whole mailbox each time. */
-    pthread_mutex_lock(&w->mb_lock);
-    a = w->mb_head;
-    w->mb_head = w->mb_tail = NULL;
-    pthread_mutex_unlock(&w->mb_lock);
-    while (a != NULL) {
-        struct gw_action *next = a->next;
-
+    while ((a = gw_actions_pop(list)) != NULL) {
         switch (a->kind) {
         case GW_ACT_STOP:
             gw_action_free(a);
+            /* Later actions of this batch: dropped with the mailbox. */
             worker_stop(w);
-            break;
+            gw_hub_route(&w->gw->hub, w->index, list);
+            return;
         case GW_ACT_STOP_LISTEN:
             if (w->listening) {
                 uv_close((uv_handle_t *) &w->listener, NULL);
@@ -125,16 +73,9 @@ on_wakeup(uv_async_t *h)
             gw_action_free(a);
             break;
         default:
-            if (w->stopping) {
-                if (a->kind == GW_ACT_DELIVER)
-                    gw_broker_unpin(w->gw, a->payload);
-                gw_action_free(a);
-            } else {
-                gw_conn_action(w, a);
-            }
+            gw_conn_action(&w->host, a);
             break;
         }
-        a = next;
     }
 }
 
@@ -148,21 +89,22 @@ on_connection(uv_stream_t *server, int status)
                          uv_strerror(status));
         return;
     }
-    gw_conn_accept(w);
+    gw_conn_accept(&w->host);
 }
 
 static void
 on_timer(uv_timer_t *t)
 {
     struct gw_worker *w = t->data;
-    static _Thread_local uint64_t last_check;
     uint64_t now = gw_now_ms();
 
-    if (w->index == 0)
-        gw_broker_tick(w->gw);
-    if (now - last_check >= WORKER_TIMEOUT_CHECK_MS) {
-        last_check = now;
-        gw_conn_check_timeouts(w, now);
+    if (w->index == 0) {
+        gw_hub_tick(&w->gw->hub, w->index);
+        gw_connreg_rates(&w->gw->conns, now);
+    }
+    if (now - w->last_timeout_check >= WORKER_TIMEOUT_CHECK_MS) {
+        w->last_timeout_check = now;
+        gw_conn_check_timeouts(&w->host, now);
     }
 }
 
@@ -212,12 +154,17 @@ worker_init(struct gateway *gw, struct gw_worker *w, int index,
 
     w->index = index;
     w->gw = gw;
-    pthread_mutex_init(&w->mb_lock, NULL);
     rc = uv_loop_init(&w->loop);
     if (rc != 0)
         return scimq__err_from_errno(-rc);
-    uv_async_init(&w->loop, &w->wakeup, on_wakeup);
-    w->wakeup.data = w;
+    rc = gw_mailbox_init(&w->mailbox, &w->loop, on_actions, w);
+    if (rc != 0)
+        return rc;
+    w->host.index = index;
+    w->host.loop = &w->loop;
+    w->host.listener = &w->listener;
+    w->host.gw = gw;
+    w->host.conns = NULL;
     uv_timer_init(&w->loop, &w->timer);
     w->timer.data = w;
     uv_timer_start(&w->timer, on_timer, WORKER_TICK_MS, WORKER_TICK_MS);
@@ -236,6 +183,29 @@ worker_init(struct gateway *gw, struct gw_worker *w, int index,
     return 0;
 }
 
+static void
+set_port(struct sockaddr_storage *ss, uint16_t port)
+{
+    if (ss->ss_family == AF_INET)
+        ((struct sockaddr_in *) ss)->sin_port = htons(port);
+    else
+        ((struct sockaddr_in6 *) ss)->sin6_port = htons(port);
+}
+
+static void
+workers_unwind(struct gateway *gw, int n)
+{
+    for (int j = 0; j < n; j++) {
+        uv_walk(&gw->workers[j].loop, close_walk, NULL);
+        uv_run(&gw->workers[j].loop, UV_RUN_DEFAULT);
+        uv_loop_close(&gw->workers[j].loop);
+        gw_mailbox_destroy(&gw->workers[j].mailbox);
+    }
+    free(gw->workers);
+    gw->workers = NULL;
+    gw->n_workers = 0;
+}
+
 int
 gw_workers_start(struct gateway *gw, uint16_t *port_p)
 {
@@ -244,6 +214,7 @@ gw_workers_start(struct gateway *gw, uint16_t *port_p)
                              .ai_flags = AI_PASSIVE},
                     *ai = NULL;
     struct sockaddr_storage ss;
+    struct gw_mailbox **boxes;
     socklen_t sslen;
     const char *host = gw->opt.listen_host[0] ? gw->opt.listen_host : NULL;
     int rc;
@@ -256,31 +227,27 @@ gw_workers_start(struct gateway *gw, uint16_t *port_p)
     memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
     sslen = ai->ai_addrlen;
     freeaddrinfo(ai);
-    if (ss.ss_family == AF_INET)
-        ((struct sockaddr_in *) &ss)->sin_port = htons(gw->opt.listen_port);
-    else
-        ((struct sockaddr_in6 *) &ss)->sin6_port = htons(gw->opt.listen_port);
+    set_port(&ss, gw->opt.listen_port);
 
     gw->workers = calloc((size_t) gw->n_workers, sizeof(*gw->workers));
-    if (gw->workers == NULL)
+    boxes = calloc((size_t) gw->n_workers, sizeof(*boxes));
+    if (gw->workers == NULL || boxes == NULL) {
+        free(gw->workers);
+        free(boxes);
+        gw->workers = NULL;
         return SCIMQ_ENOMEM;
+    }
     for (int i = 0; i < gw->n_workers; i++) {
         rc = worker_init(gw, &gw->workers[i], i, &ss, sslen);
         if (rc != 0) {
             SCIMQ_LOG_ERROR(GATEWAY, "cannot listen on %s:%u: %s",
                             host ? host : "*", gw->opt.listen_port,
                             scimq_strerror(rc));
-            gw->n_workers = i + 1; /* stop what was set up */
-            for (int j = 0; j <= i; j++) {
-                uv_walk(&gw->workers[j].loop, close_walk, NULL);
-                uv_run(&gw->workers[j].loop, UV_RUN_DEFAULT);
-                uv_loop_close(&gw->workers[j].loop);
-            }
-            free(gw->workers);
-            gw->workers = NULL;
-            gw->n_workers = 0;
+            workers_unwind(gw, i + 1);
+            free(boxes);
             return rc;
         }
+        boxes[i] = &gw->workers[i].mailbox;
         /* Port 0: the first worker picked one; the others share it. */
         if (i == 0) {
             struct sockaddr_storage got;
@@ -291,12 +258,10 @@ gw_workers_start(struct gateway *gw, uint16_t *port_p)
             *port_p = ntohs(got.ss_family == AF_INET
                                 ? ((struct sockaddr_in *) &got)->sin_port
                                 : ((struct sockaddr_in6 *) &got)->sin6_port);
-            if (ss.ss_family == AF_INET)
-                ((struct sockaddr_in *) &ss)->sin_port = htons(*port_p);
-            else
-                ((struct sockaddr_in6 *) &ss)->sin6_port = htons(*port_p);
+            set_port(&ss, *port_p);
         }
     }
+    gw_hub_attach(&gw->hub, boxes, gw->n_workers);
     for (int i = 0; i < gw->n_workers; i++) {
         if (pthread_create(&gw->workers[i].thread, NULL, worker_main,
                            &gw->workers[i]) != 0) {
@@ -307,34 +272,46 @@ gw_workers_start(struct gateway *gw, uint16_t *port_p)
     return 0;
 }
 
+static void
+post_all(struct gateway *gw, enum gw_action_kind kind)
+{
+    for (int i = 0; i < gw->n_workers; i++) {
+        struct gw_action *a = gw_action_new(kind);
+
+        a->worker = i;
+        if (!gw_mailbox_post(&gw->workers[i].mailbox, a))
+            gw_action_free(a);
+    }
+}
+
 void
 gw_workers_stop_listening(struct gateway *gw)
 {
-    for (int i = 0; i < gw->n_workers; i++)
-        gw_worker_post(gw, i, gw_action_new(GW_ACT_STOP_LISTEN, 0));
+    post_all(gw, GW_ACT_STOP_LISTEN);
 }
 
 void
 gw_workers_stop(struct gateway *gw)
 {
-    for (int i = 0; i < gw->n_workers; i++)
-        gw_worker_post(gw, i, gw_action_new(GW_ACT_STOP, 0));
+    post_all(gw, GW_ACT_STOP);
     for (int i = 0; i < gw->n_workers; i++) {
         struct gw_worker *w = &gw->workers[i];
-        struct gw_action *a, *next;
 
         pthread_join(w->thread, NULL);
         if (uv_loop_close(&w->loop) != 0)
             SCIMQ_LOG_WARN(GATEWAY, "worker %d: handles left open", i);
-        /* Actions posted after the loop stopped. */
-        for (a = w->mb_head; a != NULL; a = next) {
-            next = a->next;
-            if (a->kind == GW_ACT_DELIVER)
-                gw_broker_unpin(gw, a->payload);
-            gw_action_free(a);
-        }
-        pthread_mutex_destroy(&w->mb_lock);
     }
+}
+
+void
+gw_workers_free(struct gateway *gw)
+{
+    struct gw_mailbox **boxes = gw->hub.mailboxes;
+
+    gw_hub_attach(&gw->hub, NULL, 0);
+    for (int i = 0; i < gw->n_workers; i++)
+        gw_mailbox_destroy(&gw->workers[i].mailbox);
+    free(boxes);
     free(gw->workers);
     gw->workers = NULL;
     gw->n_workers = 0;

@@ -53,12 +53,6 @@ extern "C" {
  */
 #define SCIMQ_PROTO_SESSION_VERSION_MIN 1
 #define SCIMQ_PROTO_SESSION_VERSION_MAX 2
-/**
- * The frame version under its old name.  Kept only until src/gateway stops
- * using it (it used the one constant for the session version too); new code
- * uses SCIMQ_PROTO_FRAME_VERSION or the session version range.
- */
-#define SCIMQ_PROTO_VERSION SCIMQ_PROTO_FRAME_VERSION
 /** Size of the fixed header. */
 #define SCIMQ_PROTO_FIXED_LEN 40
 /** Size of one block table entry (name length u32 + data length u64). */

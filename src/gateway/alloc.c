@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "common/log.h"
+
+void *
+gw_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n, size);
+
+    if (p == NULL) {
+        SCIMQ_LOG_ERROR(GATEWAY, "out of memory for broker bookkeeping");
+        abort();
+    }
+    return p;
+}
+
+char *
+gw_xstrndup(const char *s, size_t n)
+{
+    char *p = gw_xcalloc(1, n + 1);
+
+    memcpy(p, s, n);
+    return p;
+}

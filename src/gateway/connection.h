@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The state of one client connection (a stream of a session), owned by one
+ * worker: shared by conn.c (reading), request.c (frames) and conn_out.c
+ * (writing).  Reads go through the SciMP decoder: headers via a staging
+ * buffer, payloads straight into the message's final buffer (zero-copy).
+ */
+#ifndef SCIMQ_GATEWAY_CONNECTION_H
+#define SCIMQ_GATEWAY_CONNECTION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uthash.h>
+#include <uv.h>
+
+#include "connreg.h"
+#include "gateway.h"
+
+struct gw_payload;
+
+/* What a connection needs of the worker that owns it. */
+struct gw_conn_host {
+    int index; /* the worker's */
+    uv_loop_t *loop;
+    uv_tcp_t *listener;
+    struct gateway *gw;
+    struct gw_conn *conns; /* by id (uthash) */
+};
+
+enum gw_conn_phase {
+    GW_CONN_HELLO, /* waiting for HELLO */
+    GW_CONN_AUTH,  /* WELCOME sent, waiting for AUTH */
+    GW_CONN_READY  /* authenticated member of a session */
+};
+
+struct gw_conn {
+    uint64_t id;
+    struct gw_conn_host *host;
+    struct gateway *gw;
+    uv_tcp_t tcp;
+    struct gw_conn_info info;
+    scimq_proto_decoder_t *dec;
+    enum gw_conn_phase phase;
+    bool in_session; /* HELLO accepted: the broker knows this connection */
+    uint8_t version; /* session protocol version */
+    uint8_t nonce[SCIMQ_PROTO_NONCE_LEN];
+    uint8_t session_id[SCIMQ_PROTO_SESSION_ID_LEN];
+    void *pending_hello; /* with a token: the HELLO until AUTH (malloc) */
+
+    uint8_t *stage; /* header bytes; payload bytes go elsewhere */
+    size_t stage_len, stage_off;
+    bool in_payload;
+    struct gw_payload *pl; /* PUT payload being received */
+    int put_err;           /* PUT refused at header time: reply at the end */
+
+    bool reading, parked, closing, close_after_write;
+    unsigned int writes_pending;
+    uint64_t accepted_ms, last_read_ms, frame_start_ms;
+    UT_hash_handle hh; /* host->conns by id */
+};
+
+/* Stops reading (back-pressure, a frame that ends the connection). */
+static inline void
+gw_conn_read_stop(struct gw_conn *c)
+{
+    if (c->reading) {
+        uv_read_stop((uv_stream_t *) &c->tcp);
+        c->reading = false;
+    }
+}
+
+#endif /* SCIMQ_GATEWAY_CONNECTION_H */

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The registry of connections, for statistics only: what STATS shows about
+ * each connection (peer, session, bytes, socket state), and the gateway's
+ * totals and rates.  Its own lock; the broker never sees it.
+ */
+#ifndef SCIMQ_GATEWAY_CONNREG_H
+#define SCIMQ_GATEWAY_CONNREG_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <uthash.h>
+
+#include <scimq/proto.h>
+
+struct gw_conn_info {
+    uint64_t id;
+    int worker;
+    char peer[64];
+    bool loopback;
+    bool in_session; /* after HELLO: session_id and stream are valid */
+    uint8_t session_id[SCIMQ_PROTO_SESSION_ID_LEN];
+    int stream;
+    _Atomic uint64_t bytes_in, bytes_out, frames_in, frames_out;
+    int sndbuf, rcvbuf;
+    char congestion[16];
+    UT_hash_handle hh;
+};
+
+struct gw_connreg {
+    pthread_mutex_t lock;
+    struct gw_conn_info *all;
+    /* Totals of closed connections, and counters without a connection. */
+    uint64_t bytes_in, bytes_out, frames_in, frames_out;
+    uint64_t accepted;
+    _Atomic uint64_t protocol_errors, auth_failures, refused;
+    /* Rates over the last second or so (gw_connreg_rates). */
+    uint64_t rate_t_ms, rate_in_last, rate_out_last;
+    double rate_in_bps, rate_out_bps;
+};
+
+void gw_connreg_init(struct gw_connreg *r, uint64_t now);
+void gw_connreg_destroy(struct gw_connreg *r);
+void gw_connreg_add(struct gw_connreg *r, struct gw_conn_info *ci);
+void gw_connreg_remove(struct gw_connreg *r, struct gw_conn_info *ci);
+/* Records that ci joined a session (stats show it). */
+void gw_connreg_joined(struct gw_connreg *r, struct gw_conn_info *ci,
+                       const uint8_t sid[SCIMQ_PROTO_SESSION_ID_LEN],
+                       int stream);
+/* Updates the byte rates (about once a second). */
+void gw_connreg_rates(struct gw_connreg *r, uint64_t now);
+/* Adds connections, connections_detail, bytes/frames totals and rates. */
+void gw_connreg_json(struct gw_connreg *r, json_t *root);
+/* Adds its counters to the "totals" object of STATS. */
+void gw_connreg_totals_json(struct gw_connreg *r, json_t *totals);
+
+#endif /* SCIMQ_GATEWAY_CONNREG_H */

@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The broker's records: payloads, messages, deliveries, queues, consumers
+ * and sessions, and the broker that owns them.  Only the broker's modules
+ * (broker, queue, lease, dispatch, admin, store, stats) include this; the
+ * rest of the gateway sees the broker through broker.h and hub.h.
+ *
+ * Ownership: the broker owns every record; one thread at a time drives it
+ * (the hub's lock).  A payload is shared by the messages of a fan-out
+ * (refs) and by the DELIVER frames being written from it (pins).
+ */
+#ifndef SCIMQ_GATEWAY_RECORDS_H
+#define SCIMQ_GATEWAY_RECORDS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uthash.h>
+
+#include <scimq/proto.h>
+
+#include "action.h"
+#include "alloc.h"
+#include "broker.h"
+#include "heap.h"
+#include "pool.h"
+
+struct gw_delivery;
+struct gw_queue;
+struct gw_session;
+
+/* ------------------------------------------------------------------------ */
+/* Payloads (the store)                                                      */
+/* ------------------------------------------------------------------------ */
+
+struct gw_block {
+    char *name; /* points into gw_payload.names; not NUL-terminated */
+    uint32_t name_len;
+    uint64_t len;
+};
+
+enum gw_payload_where {
+    GW_PL_MEMORY,   /* data valid */
+    GW_PL_SPILLING, /* data valid, being written to its spill file */
+    GW_PL_DISK,     /* data NULL, bytes only in the spill file */
+    GW_PL_LOADING   /* data = the buffer being read into */
+};
+
+struct gw_payload {
+    uint64_t id;
+    uint64_t len;
+    uint32_t block_count;
+    struct gw_block *blocks;
+    char *names;
+    uint8_t *data; /* pool memory while resident */
+    enum gw_payload_where where;
+    bool has_file;                          /* a complete spill file exists */
+    bool load_queued;                       /* waits for memory to load */
+    uint32_t refs;                          /* messages using it */
+    uint32_t pins;                          /* frames being written from it */
+    uint32_t read_failures;                 /* consecutive, for the backoff */
+    struct gw_heap_node retry;              /* load retry after a failure */
+    struct gw_payload *lru_prev, *lru_next; /* resident, by arrival */
+    struct gw_payload *load_next;           /* store->load_queue */
+    struct gw_delivery *waiters;            /* deliveries waiting for data */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Messages and deliveries                                                   */
+/* ------------------------------------------------------------------------ */
+
+enum gw_msg_state { GW_MSG_READY, GW_MSG_DELAYED, GW_MSG_LEASED };
+
+/* One message in one queue (fan-out makes one per target queue). */
+struct gw_msg {
+    uint64_t id;
+    struct gw_payload *payload;
+    struct gw_queue *queue;
+    uint32_t attempt; /* deliveries so far */
+    enum gw_msg_state state;
+    struct gw_heap_node delay;    /* GW_MSG_DELAYED: ready again at key */
+    struct gw_delivery *delivery; /* GW_MSG_LEASED */
+    struct gw_msg *prev, *next;   /* the queue's ready/delayed/leased list */
+};
+
+/* A message handed to a session, until settled. */
+struct gw_delivery {
+    uint64_t id;
+    struct gw_msg *msg;
+    struct gw_session *session;
+    struct gw_consumer *consumer;
+    uint16_t stream;     /* index in session->streams */
+    uint64_t conn_id;    /* the stream's connection at send time */
+    uint64_t request_id; /* of the GET that granted the credit */
+    uint64_t bytes;
+    bool sent;                       /* its DELIVER action was emitted */
+    struct gw_heap_node lease;       /* sent, guaranteed: lease deadline */
+    UT_hash_handle hh;               /* broker->deliveries by id */
+    struct gw_delivery *prev, *next; /* session->deliveries */
+    struct gw_delivery *waiter_next; /* payload->waiters */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Queues, consumers, sessions                                               */
+/* ------------------------------------------------------------------------ */
+
+struct gw_queue_counters {
+    uint64_t put, put_bytes, delivered, delivered_bytes, acked, nacked;
+    uint64_t redelivered, expired, dead_lettered, dropped, moved_in;
+    uint64_t too_large; /* larger than every consumer's LIMIT */
+};
+
+struct gw_binding {
+    struct gw_queue *target;
+    struct gw_binding *next;
+};
+
+struct gw_queue {
+    char *name;
+    enum scimq_proto_queue_kind kind;
+    uint32_t ack_timeout_ms;
+    uint32_t max_attempts;
+    uint64_t max_bytes;
+    char *dead_letter;
+    bool closed;            /* QUEUE_CLOSE: no more PUTs; EOS once drained */
+    struct gw_msg *ready;   /* FIFO (utlist DL) */
+    struct gw_msg *delayed; /* NACK with delay (times in b->delays) */
+    struct gw_msg *leased;  /* handed out, unsettled */
+    uint64_t n_ready, n_delayed, n_leased;
+    uint64_t bytes; /* payload bytes of all its messages */
+    struct gw_binding *bindings;
+    struct gw_consumer *consumers; /* every consumer (qprev/qnext) */
+    struct gw_consumer *active;    /* with message credit, round robin */
+    bool dirty;                    /* in b->dirty: dispatch before return */
+    struct gw_queue *dirty_next;
+    struct gw_queue_counters c;
+    UT_hash_handle hh; /* broker->queues by name */
+};
+
+#define GW_MAX_STREAMS 64
+
+/* A session's credit and state on one queue. */
+struct gw_consumer {
+    struct gw_queue *queue; /* NULL once the queue is deleted */
+    char *queue_name;       /* kept: the queue may be re-declared */
+    struct gw_session *session;
+    uint64_t credit_msgs, credit_bytes;
+    uint64_t inflight;    /* unsettled deliveries from this queue */
+    uint64_t max_message; /* LIMIT; 0: any size */
+    uint64_t request_id;  /* most recent GET of the session */
+    uint64_t eos_owed;    /* bit per stream: GET seen, EOS not sent yet */
+    uint64_t stream_rid[GW_MAX_STREAMS]; /* most recent GET per stream */
+    bool active;                         /* in queue->active */
+    struct gw_consumer *snext;           /* session->consumers */
+    struct gw_consumer *qprev, *qnext;   /* queue->consumers */
+    struct gw_consumer *aprev, *anext;   /* queue->active */
+};
+
+struct gw_stream {
+    uint64_t conn_id; /* 0: not connected */
+    int worker;
+    uint64_t bytes_queued; /* DELIVER bytes posted, not yet written */
+};
+
+struct gw_session {
+    uint8_t id[SCIMQ_PROTO_SESSION_ID_LEN];
+    uint8_t version; /* session protocol version chosen in WELCOME */
+    uint16_t stream_count;
+    uint16_t connected;
+    struct gw_stream streams[GW_MAX_STREAMS];
+    struct gw_consumer *consumers;
+    struct gw_delivery *deliveries; /* unsettled (utlist DL) */
+    uint64_t inflight;
+    char client_name[64];
+    UT_hash_handle hh; /* broker->sessions by id */
+};
+
+/* A connection that joined a session: conn id -> (session, stream). */
+struct gw_link {
+    uint64_t conn_id;
+    struct gw_session *session;
+    uint16_t stream;
+    UT_hash_handle hh;
+};
+
+/* ------------------------------------------------------------------------ */
+/* The store and the broker                                                  */
+/* ------------------------------------------------------------------------ */
+
+struct gw_parked {
+    int worker;
+    uint64_t conn_id;
+    uint64_t need; /* bytes of the PUT it waits to receive */
+};
+
+struct gw_store_counters {
+    uint64_t payload_allocated; /* payload bytes ever admitted */
+    uint64_t spilled_bytes, loaded_bytes, spill_files_total;
+    uint64_t spill_write_errors, spill_read_errors;
+    uint64_t parked_total; /* PUTs that had to wait for memory */
+};
+
+struct gw_store {
+    struct gw_pool pool;
+    bool spill;          /* a spill directory is configured */
+    uint64_t disk_limit; /* bytes of spill files */
+    uint64_t disk_used, spill_files;
+    uint64_t mem_spilling; /* pool bytes being written out */
+    uint64_t resident;     /* payload bytes in memory */
+    uint64_t next_payload_id;
+    struct gw_payload *lru_head, *lru_tail;
+    struct gw_payload *load_head, *load_tail; /* loads waiting for memory */
+    struct gw_heap retries;                   /* loads after a read error */
+    uint64_t write_retry_at;                  /* no spill before (backoff) */
+    uint32_t write_backoff_ms;
+    struct gw_parked *parked;
+    size_t n_parked, cap_parked;
+    struct gw_store_counters c;
+};
+
+struct gw_broker {
+    struct gw_broker_settings set;
+    struct gw_queue *queues;
+    struct gw_session *sessions;
+    struct gw_link *links;
+    struct gw_delivery *deliveries;
+    struct gw_heap leases;  /* sent guaranteed deliveries by deadline */
+    struct gw_heap delays;  /* delayed messages by ready time */
+    struct gw_queue *dirty; /* queues to dispatch before the event returns */
+    struct gw_store store;
+    struct gw_actions *out; /* the current event's actions */
+    uint64_t now;           /* the current event's time, ms */
+    uint64_t next_msg_id, next_delivery_id;
+    uint64_t settlements_ignored;
+    bool draining; /* PUTs refused */
+};
+
+/* Every event of the broker runs between these two: the clock and the
+ * action list are set, and at the end the touched queues are dispatched
+ * and the store spills ahead of need (broker.c). */
+void gw_event_begin(struct gw_broker *b, uint64_t now, struct gw_actions *out);
+void gw_event_end(struct gw_broker *b);
+
+#endif /* SCIMQ_GATEWAY_RECORDS_H */

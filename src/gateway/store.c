@@ -1,0 +1,471 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Invariants:
+ * - resident counts the payload bytes whose data is in memory (MEMORY,
+ *   SPILLING); disk_used the bytes in complete spill files.
+ * - A payload is freed when no message references it and no frame is being
+ *   written from it, once the spill thread is done with it.
+ * - A payload on the LRU list is resident and committed.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <scimq/error.h>
+
+#include "store.h"
+
+/* Above this share of the arena in use, waiting payloads are spilled
+ * ahead of need, so that producers rarely have to wait for the disk. */
+#define HIGH_WATER_NUM 3
+#define HIGH_WATER_DEN 4
+
+int
+gw_store_init(struct gw_store *st, uint64_t bytes, uint64_t chunk, bool spill,
+              uint64_t disk_limit)
+{
+    memset(st, 0, sizeof(*st));
+    st->spill = spill;
+    st->disk_limit = disk_limit;
+    gw_heap_init(&st->retries);
+    return gw_pool_init(&st->pool, bytes, chunk);
+}
+
+void
+gw_store_fini(struct gw_store *st)
+{
+    gw_heap_fini(&st->retries);
+    gw_pool_fini(&st->pool);
+    free(st->parked);
+    st->parked = NULL;
+    st->n_parked = st->cap_parked = 0;
+}
+
+static void
+lru_remove(struct gw_store *st, struct gw_payload *pl)
+{
+    if (pl->lru_prev)
+        pl->lru_prev->lru_next = pl->lru_next;
+    else if (st->lru_head == pl)
+        st->lru_head = pl->lru_next;
+    if (pl->lru_next)
+        pl->lru_next->lru_prev = pl->lru_prev;
+    else if (st->lru_tail == pl)
+        st->lru_tail = pl->lru_prev;
+    pl->lru_prev = pl->lru_next = NULL;
+}
+
+static void
+lru_append(struct gw_store *st, struct gw_payload *pl)
+{
+    pl->lru_prev = st->lru_tail;
+    pl->lru_next = NULL;
+    if (st->lru_tail)
+        st->lru_tail->lru_next = pl;
+    else
+        st->lru_head = pl;
+    st->lru_tail = pl;
+}
+
+static void
+load_queue_remove(struct gw_store *st, struct gw_payload *pl)
+{
+    struct gw_payload **pp = &st->load_head, *prev = NULL;
+
+    if (!pl->load_queued)
+        return;
+    while (*pp != NULL && *pp != pl) {
+        prev = *pp;
+        pp = &(*pp)->load_next;
+    }
+    if (*pp == pl) {
+        *pp = pl->load_next;
+        if (st->load_tail == pl)
+            st->load_tail = prev;
+    }
+    pl->load_next = NULL;
+    pl->load_queued = false;
+}
+
+/* Drops the bytes of a payload that has a complete file. */
+static void
+evict(struct gw_store *st, struct gw_payload *pl)
+{
+    gw_pool_free(&st->pool, pl->data, pl->len);
+    pl->data = NULL;
+    pl->where = GW_PL_DISK;
+    st->resident -= pl->len;
+    lru_remove(st, pl);
+}
+
+static void room_changed(struct gw_store *st, struct gw_actions *out);
+
+static void
+payload_free(struct gw_store *st, struct gw_payload *pl, struct gw_actions *out)
+{
+    if (pl->where == GW_PL_SPILLING || pl->where == GW_PL_LOADING)
+        return; /* the spill thread finishes first, then it is freed */
+    if (pl->where == GW_PL_MEMORY) {
+        lru_remove(st, pl);
+        st->resident -= pl->len;
+    }
+    gw_pool_free(&st->pool, pl->data, pl->len);
+    load_queue_remove(st, pl);
+    gw_heap_remove(&st->retries, &pl->retry);
+    if (pl->has_file) {
+        struct gw_action *a = gw_action_new(GW_ACT_SPILL_UNLINK);
+
+        a->payload_id = pl->id;
+        gw_actions_push(out, a);
+        st->disk_used -= pl->len;
+        st->spill_files--;
+    }
+    free(pl->blocks);
+    free(pl->names);
+    free(pl);
+    room_changed(st, out);
+}
+
+static void
+maybe_free(struct gw_store *st, struct gw_payload *pl, struct gw_actions *out)
+{
+    if (pl->refs == 0 && pl->pins == 0)
+        payload_free(st, pl, out);
+}
+
+void
+gw_store_unref(struct gw_store *st, struct gw_payload *pl,
+               struct gw_actions *out)
+{
+    pl->refs--;
+    maybe_free(st, pl, out);
+}
+
+void
+gw_store_unpin(struct gw_store *st, struct gw_payload *pl,
+               struct gw_actions *out)
+{
+    pl->pins--;
+    maybe_free(st, pl, out);
+}
+
+static bool
+spillable(const struct gw_payload *pl)
+{
+    return pl->where == GW_PL_MEMORY && pl->pins == 0 && pl->refs > 0 &&
+           pl->waiters == NULL && pl->len > 0;
+}
+
+/*
+ * Frees memory by spilling the newest resident payloads (they are
+ * delivered last) until the arena is under its high-water mark and a
+ * payload of need bytes would fit, or the first one that waits (a load,
+ * then a parked producer).  A payload that already has a file is dropped
+ * from memory at once.
+ */
+static void
+spill_some(struct gw_store *st, uint64_t need, uint64_t now,
+           struct gw_actions *out)
+{
+    struct gw_pool *p = &st->pool;
+    uint64_t high = p->size / HIGH_WATER_DEN * HIGH_WATER_NUM;
+    struct gw_payload *pl = st->lru_tail;
+    uint64_t want;
+
+    if (!st->spill || now < st->write_retry_at)
+        return;
+    if (need == 0 && st->load_head != NULL)
+        need = st->load_head->len;
+    if (need == 0 && st->n_parked > 0)
+        need = st->parked[0].need;
+    want = need > 0 ? gw_pool_cost(p, need) : 0;
+    while (pl != NULL) {
+        struct gw_payload *prev = pl->lru_prev;
+        uint64_t in_use = gw_pool_used(p) - st->mem_spilling;
+
+        if (in_use <= high && in_use + want <= p->size)
+            break;
+        if (spillable(pl)) {
+            if (pl->has_file) {
+                evict(st, pl);
+            } else if (st->disk_used + st->mem_spilling + pl->len <=
+                       st->disk_limit) {
+                struct gw_action *a = gw_action_new(GW_ACT_SPILL_WRITE);
+
+                pl->where = GW_PL_SPILLING;
+                st->mem_spilling += gw_pool_cost(p, pl->len);
+                a->payload = pl;
+                a->payload_id = pl->id;
+                a->len = pl->len;
+                a->buf = pl->data; /* untouched while SPILLING */
+                gw_actions_push(out, a);
+            }
+        }
+        pl = prev;
+    }
+}
+
+/* Memory may be free again: queued loads first (consumers wait for
+ * them), then parked producers, oldest first. */
+static void
+room_changed(struct gw_store *st, struct gw_actions *out)
+{
+    struct gw_pool *p = &st->pool;
+
+    while (st->load_head != NULL) {
+        struct gw_payload *pl = st->load_head;
+        uint8_t *buf = gw_pool_alloc(p, pl->len);
+        struct gw_action *a;
+
+        if (buf == NULL)
+            break;
+        load_queue_remove(st, pl);
+        pl->where = GW_PL_LOADING;
+        pl->data = buf;
+        a = gw_action_new(GW_ACT_SPILL_READ);
+        a->payload = pl;
+        a->payload_id = pl->id;
+        a->len = pl->len;
+        a->buf = buf;
+        gw_actions_push(out, a);
+    }
+    while (st->n_parked > 0 &&
+           gw_pool_cost(p, st->parked[0].need) <= p->size - gw_pool_used(p)) {
+        struct gw_action *a = gw_action_new(GW_ACT_RESUME);
+
+        a->worker = st->parked[0].worker;
+        a->conn_id = st->parked[0].conn_id;
+        gw_actions_push(out, a);
+        memmove(&st->parked[0], &st->parked[1],
+                (st->n_parked - 1) * sizeof(st->parked[0]));
+        st->n_parked--;
+    }
+}
+
+int
+gw_store_payload_new(struct gw_store *st, const scimq_proto_frame_t *f,
+                     uint64_t now, struct gw_actions *out,
+                     struct gw_payload **pl_p)
+{
+    struct gw_payload *pl;
+    size_t names = 0;
+    uint8_t *data;
+
+    *pl_p = NULL;
+    if (gw_pool_cost(&st->pool, f->payload_len) > gw_pool_capacity(&st->pool))
+        return SCIMQ_EMSGSIZE;
+    data = gw_pool_alloc(&st->pool, f->payload_len);
+    if (data == NULL) {
+        spill_some(st, f->payload_len, now, out);
+        return SCIMQ_EAGAIN;
+    }
+    pl = gw_xcalloc(1, sizeof(*pl));
+    if (f->block_count > 0)
+        pl->blocks = gw_xcalloc(f->block_count, sizeof(*pl->blocks));
+    for (uint32_t i = 0; i < f->block_count; i++)
+        names += f->blocks[i].name_len;
+    pl->names = gw_xcalloc(1, names + 1);
+    names = 0;
+    for (uint32_t i = 0; i < f->block_count; i++) {
+        pl->blocks[i].name = pl->names + names;
+        pl->blocks[i].name_len = f->blocks[i].name_len;
+        pl->blocks[i].len = f->blocks[i].len;
+        if (f->blocks[i].name_len > 0)
+            memcpy(pl->names + names, f->blocks[i].name, f->blocks[i].name_len);
+        names += f->blocks[i].name_len;
+    }
+    pl->id = ++st->next_payload_id;
+    pl->len = f->payload_len;
+    pl->block_count = f->block_count;
+    pl->data = data;
+    pl->where = GW_PL_MEMORY;
+    pl->pins = 1; /* the receiving connection, until commit or abort */
+    gw_heap_node_init(&pl->retry);
+    st->resident += pl->len;
+    st->c.payload_allocated += pl->len;
+    *pl_p = pl;
+    return 0;
+}
+
+void
+gw_store_park(struct gw_store *st, int worker, uint64_t conn_id, uint64_t need)
+{
+    if (st->n_parked == st->cap_parked) {
+        size_t cap = st->cap_parked ? st->cap_parked * 2 : 16;
+        struct gw_parked *p = realloc(st->parked, cap * sizeof(*p));
+
+        if (p == NULL)
+            abort(); /* bookkeeping: see gw_xcalloc */
+        st->parked = p;
+        st->cap_parked = cap;
+    }
+    st->parked[st->n_parked++] = (struct gw_parked){worker, conn_id, need};
+    st->c.parked_total++;
+}
+
+void
+gw_store_unpark(struct gw_store *st, uint64_t conn_id)
+{
+    for (size_t i = 0; i < st->n_parked; i++) {
+        if (st->parked[i].conn_id == conn_id) {
+            memmove(&st->parked[i], &st->parked[i + 1],
+                    (st->n_parked - i - 1) * sizeof(st->parked[0]));
+            st->n_parked--;
+            return;
+        }
+    }
+}
+
+void
+gw_store_committed(struct gw_store *st, struct gw_payload *pl,
+                   struct gw_actions *out)
+{
+    (void) out;
+    if (pl->where == GW_PL_MEMORY && pl->lru_prev == NULL && st->lru_head != pl)
+        lru_append(st, pl);
+}
+
+void
+gw_store_balance(struct gw_store *st, uint64_t now, struct gw_actions *out)
+{
+    spill_some(st, 0, now, out);
+}
+
+/* Starts reading a payload back, or queues it until memory is free. */
+static void
+load(struct gw_store *st, struct gw_payload *pl, uint64_t now,
+     struct gw_actions *out)
+{
+    if (pl->load_queued)
+        return;
+    pl->load_queued = true;
+    if (st->load_tail)
+        st->load_tail->load_next = pl;
+    else
+        st->load_head = pl;
+    st->load_tail = pl;
+    room_changed(st, out);
+    if (pl->load_queued)
+        spill_some(st, pl->len, now, out);
+}
+
+bool
+gw_store_want(struct gw_store *st, struct gw_payload *pl, uint64_t now,
+              struct gw_actions *out)
+{
+    switch (pl->where) {
+    case GW_PL_MEMORY:
+    case GW_PL_SPILLING:
+        return true;
+    case GW_PL_LOADING:
+        return false;
+    case GW_PL_DISK:
+    default:
+        /* After a read error the retry timer decides when. */
+        if (!gw_heap_node_queued(&pl->retry))
+            load(st, pl, now, out);
+        return false;
+    }
+}
+
+static uint32_t
+backoff_ms(uint32_t failures)
+{
+    uint64_t ms = GW_STORE_RETRY_MIN_MS;
+
+    for (uint32_t i = 1; i < failures && ms < GW_STORE_RETRY_MAX_MS; i++)
+        ms *= 2;
+    return ms < GW_STORE_RETRY_MAX_MS ? (uint32_t) ms : GW_STORE_RETRY_MAX_MS;
+}
+
+void
+gw_store_spilled(struct gw_store *st, struct gw_payload *pl, int rc,
+                 uint64_t now, struct gw_actions *out)
+{
+    st->mem_spilling -= gw_pool_cost(&st->pool, pl->len);
+    pl->where = GW_PL_MEMORY;
+    if (rc == 0) {
+        pl->has_file = true;
+        st->disk_used += pl->len;
+        st->spill_files++;
+        st->c.spilled_bytes += pl->len;
+        st->c.spill_files_total++;
+        st->write_backoff_ms = 0;
+    } else {
+        /* Full or failing disk: the payload stays in memory (safe) and
+         * no spill is tried again before the backoff ends. */
+        st->c.spill_write_errors++;
+        st->write_backoff_ms = st->write_backoff_ms == 0
+                                   ? GW_STORE_RETRY_MIN_MS
+                                   : st->write_backoff_ms * 2;
+        if (st->write_backoff_ms > GW_STORE_RETRY_MAX_MS)
+            st->write_backoff_ms = GW_STORE_RETRY_MAX_MS;
+        st->write_retry_at = now + st->write_backoff_ms;
+        GW_NOTE_SPARSE(out, SCIMQ_LOG_ERROR, GATEWAY, 10000,
+                       "cannot spill payload %" PRIu64 ": %s; it stays in "
+                       "memory, next spill in %u ms",
+                       pl->id, scimq_strerror(rc), st->write_backoff_ms);
+    }
+    if (pl->refs == 0 && pl->pins == 0) {
+        payload_free(st, pl, out);
+        return;
+    }
+    if (rc == 0 && spillable(pl))
+        evict(st, pl);
+    room_changed(st, out);
+    spill_some(st, 0, now, out);
+}
+
+bool
+gw_store_loaded(struct gw_store *st, struct gw_payload *pl, int rc,
+                uint64_t now, struct gw_actions *out)
+{
+    if (rc == 0) {
+        pl->where = GW_PL_MEMORY;
+        pl->read_failures = 0;
+        st->resident += pl->len;
+        st->c.loaded_bytes += pl->len;
+        lru_append(st, pl);
+    } else {
+        gw_pool_free(&st->pool, pl->data, pl->len);
+        pl->data = NULL;
+        pl->where = GW_PL_DISK;
+        pl->read_failures++;
+        st->c.spill_read_errors++;
+        gw_heap_push(&st->retries, &pl->retry,
+                     now + backoff_ms(pl->read_failures));
+        GW_NOTE_SPARSE(out, SCIMQ_LOG_ERROR, GATEWAY, 10000,
+                       "cannot read spilled payload %" PRIu64 " back: %s "
+                       "(failure %u); retrying in %u ms",
+                       pl->id, scimq_strerror(rc), pl->read_failures,
+                       backoff_ms(pl->read_failures));
+    }
+    if (pl->refs == 0 && pl->pins == 0) {
+        payload_free(st, pl, out);
+        return false;
+    }
+    if (rc != 0)
+        room_changed(st, out);
+    return rc == 0;
+}
+
+void
+gw_store_tick(struct gw_store *st, uint64_t now, struct gw_actions *out)
+{
+    struct gw_heap_node *n;
+
+    while ((n = gw_heap_pop_due(&st->retries, now)) != NULL) {
+        struct gw_payload *pl =
+            (struct gw_payload *) ((char *) n -
+                                   offsetof(struct gw_payload, retry));
+
+        load(st, pl, now, out);
+    }
+    if (st->write_retry_at != 0 && now >= st->write_retry_at) {
+        st->write_retry_at = 0;
+        spill_some(st, 0, now, out);
+    }
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The store: payload bytes.  Payload memory comes from the pool (bounded,
+ * reused, pre-faulted); admission is decided before a payload is
+ * allocated, so a PUT that does not fit waits (its producer is parked: TCP
+ * back-pressure) instead of growing the gateway.  With a spill directory,
+ * payloads of messages that wait are written out and their memory reused,
+ * and read back (into pool memory) when they are delivered.
+ *
+ * The store makes no system call: file work leaves as GW_ACT_SPILL_*
+ * actions, and its results come back through gw_store_spilled() and
+ * gw_store_loaded().  Failed writes back off (the payload stays in memory,
+ * safe); failed reads are retried with a backoff (the file stays).
+ */
+#ifndef SCIMQ_GATEWAY_STORE_H
+#define SCIMQ_GATEWAY_STORE_H
+
+#include "records.h"
+
+/* Backoff of spill retries after an I/O error: doubling, capped. */
+#define GW_STORE_RETRY_MIN_MS 100u
+#define GW_STORE_RETRY_MAX_MS 10000u
+
+/* bytes and chunk: the pool; spill: a spill directory exists; disk_limit:
+ * its bytes.  Returns 0 or SCIMQ_ENOMEM / SCIMQ_EINVAL. */
+int gw_store_init(struct gw_store *st, uint64_t bytes, uint64_t chunk,
+                  bool spill, uint64_t disk_limit);
+/* Frees every payload (files are left to the caller's cleanup). */
+void gw_store_fini(struct gw_store *st);
+
+/*
+ * A payload for the PUT frame f (blocks and names copied; data is pool
+ * memory of f->payload_len bytes, to be received into).  Returned pinned
+ * once (the receiving connection).  Returns 0; SCIMQ_EAGAIN when it does
+ * not fit now (spilling was started if possible; the caller parks the
+ * producer); SCIMQ_EMSGSIZE when it can never fit in the memory limit.
+ */
+int gw_store_payload_new(struct gw_store *st, const scimq_proto_frame_t *f,
+                         uint64_t now, struct gw_actions *out,
+                         struct gw_payload **pl_p);
+
+/* Producers waiting for memory, resumed (GW_ACT_RESUME) as room appears. */
+void gw_store_park(struct gw_store *st, int worker, uint64_t conn_id,
+                   uint64_t need);
+void gw_store_unpark(struct gw_store *st, uint64_t conn_id);
+
+/* References (messages) and pins (frames being written). */
+static inline void
+gw_store_ref(struct gw_payload *pl)
+{
+    pl->refs++;
+}
+static inline void
+gw_store_pin(struct gw_payload *pl)
+{
+    pl->pins++;
+}
+void gw_store_unref(struct gw_store *st, struct gw_payload *pl,
+                    struct gw_actions *out);
+void gw_store_unpin(struct gw_store *st, struct gw_payload *pl,
+                    struct gw_actions *out);
+
+/* A committed payload becomes a candidate for spilling. */
+void gw_store_committed(struct gw_store *st, struct gw_payload *pl,
+                        struct gw_actions *out);
+/* Spills ahead of need when the arena is above its high-water mark
+ * (called once per event, after dispatch has pinned what goes out). */
+void gw_store_balance(struct gw_store *st, uint64_t now,
+                      struct gw_actions *out);
+
+/*
+ * The payload's bytes are wanted in memory (a delivery).  Returns true when
+ * they are there; otherwise a load is under way or queued, and the caller
+ * waits for gw_store_loaded().
+ */
+bool gw_store_want(struct gw_store *st, struct gw_payload *pl, uint64_t now,
+                   struct gw_actions *out);
+
+/* Spill thread results. */
+void gw_store_spilled(struct gw_store *st, struct gw_payload *pl, int rc,
+                      uint64_t now, struct gw_actions *out);
+/* Returns true when the payload is now in memory. */
+bool gw_store_loaded(struct gw_store *st, struct gw_payload *pl, int rc,
+                     uint64_t now, struct gw_actions *out);
+
+/* Load retries and spill backoffs that are due. */
+void gw_store_tick(struct gw_store *st, uint64_t now, struct gw_actions *out);
+
+#endif /* SCIMQ_GATEWAY_STORE_H */
