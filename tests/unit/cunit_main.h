@@ -11,8 +11,10 @@
  *   SCIMQ_CUNIT_MAIN(suites)
  *
  * A test whose "enabled" field is 0 is registered as inactive (reported,
- * not run).  The binary exits 0 when every test passed, 1 on any failure,
- * 77 (automake "skip") when the registry cannot be set up.
+ * not run).  The binary exits 0 when every test passed and 1 otherwise,
+ * including when the registry cannot be set up (out of memory, a
+ * duplicate name): a test that did not run has not passed, and must not
+ * pass for a skip either.
  */
 #ifndef SCIMQ_TESTS_CUNIT_MAIN_H
 #define SCIMQ_TESTS_CUNIT_MAIN_H
@@ -39,8 +41,10 @@ scimq_cunit_run(const struct scimq_cunit_suite *suites)
 {
     unsigned int failed;
 
-    if (CU_initialize_registry() != CUE_SUCCESS)
-        return 77;
+    if (CU_initialize_registry() != CUE_SUCCESS) {
+        fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
+        return 1;
+    }
     for (const struct scimq_cunit_suite *s = suites; s->name; s++) {
         CU_pSuite suite = CU_add_suite(s->name, s->init, s->fini);
 
@@ -63,7 +67,7 @@ scimq_cunit_run(const struct scimq_cunit_suite *suites)
 fail:
     fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
     CU_cleanup_registry();
-    return 77;
+    return 1;
 }
 
 #define SCIMQ_CUNIT_MAIN(suites)                                               \
