@@ -4,14 +4,18 @@
 # scripts/build.sh FLAVOUR: configures and builds one flavour out of tree in
 # build/FLAVOUR.  Flavours: default (-Werror), asan (ASan + UBSan, gcc),
 # fuzz (clang + libFuzzer + ASan + UBSan).  Reconfigures only when needed.
+# default and asan ask for every optional part (MPI, libfabric, FFTW,
+# Fortran) by name: what scripts/debian-packages installs must be found, so
+# a missing package stops configure instead of silently dropping tests.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 flavour=${1:-default}
 jobs=$(nproc 2>/dev/null || echo 2)
 
+all="--with-mpi --with-ofi --with-fftw --enable-fortran"
 case "$flavour" in
-default) flags="--enable-werror" ;;
-asan) flags="--enable-werror --enable-asan --enable-ubsan --enable-debug" ;;
+default) flags="--enable-werror $all" ;;
+asan) flags="--enable-werror --enable-asan --enable-ubsan --enable-debug $all" ;;
 fuzz) flags="--enable-werror --enable-fuzzers --enable-asan --enable-ubsan CC=clang" ;;
 *) echo "build: unknown flavour '$flavour'" >&2; exit 2 ;;
 esac
@@ -19,9 +23,14 @@ esac
 dir="$top/build/$flavour"
 mkdir -p "$dir"
 cd "$dir"
-if [ ! -f config.status ] || [ "$top/configure" -nt config.status ]; then
+# The flags of the last configure are kept beside config.status: a tree
+# configured with other flags (an older build.sh) is configured again.
+if [ ! -f config.status ] || [ "$top/configure" -nt config.status ] ||
+    [ "$(cat .build-flags 2>/dev/null)" != "$flags" ]; then
+    rm -f .build-flags
     # shellcheck disable=SC2086
     "$top/configure" -q $flags
+    echo "$flags" > .build-flags
 fi
 make -j"$jobs" > make.log 2>&1 || { tail -40 make.log >&2; exit 1; }
 echo "build: $flavour ready in $dir"

@@ -16,6 +16,23 @@ fail() {
     exit 1
 }
 
+# need COMMAND PACKAGE: a tool the test runs.  Missing, the test fails (it
+# does not skip) and names the Debian package; scripts/debian-packages
+# lists it and scripts/check-packages checks that PACKAGE owns COMMAND.
+need() {
+    command -v "$1" > /dev/null 2>&1 ||
+        fail "$1 not found: install the Debian package $2 (./scripts/setup.sh installs them all)"
+}
+
+# need_root WHY: the few tests that need root (CAP_NET_ADMIN, daemons that
+# switch users) skip as non-root, saying why; run-tests lists every skip.
+need_root() {
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "SKIP: needs root: $*"
+        exit 77
+    fi
+}
+
 ok() {
     checks=$((checks + 1))
     echo "ok $checks - $*"
@@ -55,6 +72,9 @@ cleanup() {
     rm -rf "$workdir"
 }
 trap cleanup EXIT
+
+# Every test reads the tools' JSON lines.
+need jq jq
 
 # track PID: remember a background process so cleanup stops it.
 track() {

@@ -8,7 +8,7 @@
 . "$top_srcdir/tests/integration/lib.sh"
 scimp="$bindir/scimq-scimp"
 n=300
-command -v bash > /dev/null || { echo "bash needed for /dev/tcp" >&2; exit 77; }
+need bash bash # /dev/tcp
 
 printf 'sesame-%s\n' "$$" > "$workdir/token"
 chmod 600 "$workdir/token"

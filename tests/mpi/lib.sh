@@ -2,13 +2,13 @@
 # Helpers for the MPI tests (sourced, after tests/integration/lib.sh's
 # rules: every wait bounded, every process started is stopped).
 
-# No launcher, no MPI test (configure looked for mpirun/mpiexec).
-if [ -z "${MPIEXEC:-}" ] || ! command -v "$MPIEXEC" > /dev/null 2>&1; then
-    echo "SKIP: no mpirun (MPIEXEC='${MPIEXEC:-}')"
-    exit 77
-fi
-
 . "$top_srcdir/tests/integration/lib.sh"
+
+# These tests are built only when configure found MPI: a missing launcher
+# is a broken installation, not a reason to skip.
+[ -n "${MPIEXEC:-}" ] ||
+    fail "configure found MPI but no mpirun/mpiexec: install the Debian package openmpi-bin"
+need "$MPIEXEC" openmpi-bin
 
 # Open MPI as root, on loopback and shared memory only, quietly
 # (../shared/PLATFORM.md: never btl ofi).
@@ -27,6 +27,28 @@ shim="$top_builddir/mpi-shim/.libs/libscimq-shim.so"
 LD_LIBRARY_PATH="$top_builddir/src/mpi/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LD_LIBRARY_PATH
 np=${SCIMQ_TEST_NP:-4}
+
+# have_fortran PROGRAM...: whether the Fortran parts of a test run.
+# Fortran is the one optional part of the MPI tests, and configure decides
+# (SCIMQ_TEST_FORTRAN, from HAVE_MPI_FORTRAN; scripts/build.sh asks for it
+# with --enable-fortran): with Fortran configured, every PROGRAM must have
+# been built, and a missing one fails the test; without, the test says in
+# its log that it leaves them out.
+have_fortran() {
+    case ${SCIMQ_TEST_FORTRAN:-} in
+    yes)
+        for p in "$@"; do
+            [ -x "$p" ] || fail "$p not built although configure found Fortran"
+        done
+        return 0
+        ;;
+    no)
+        echo "# Fortran parts left out: configured without Fortran (no gfortran, or --disable-fortran)"
+        return 1
+        ;;
+    *) fail "SCIMQ_TEST_FORTRAN='${SCIMQ_TEST_FORTRAN:-}': run through make check" ;;
+    esac
+}
 
 # Sanitizer builds (./configure --enable-asan): LD_PRELOAD puts the shim
 # ahead of a program's own libraries, and ASan insists on its runtime

@@ -7,6 +7,9 @@
 # are only messages the first job had processed but not yet acknowledged.
 . "$top_srcdir/tests/mpi/lib.sh"
 count=1000
+# Without pgrep the orphan check below would find nothing and pass.
+need pgrep procps
+need setsid util-linux
 recv="$top_builddir/src/mpi/scimq-mpi-recv"
 
 start_gateway

@@ -3,9 +3,9 @@
 # Programs that never call scimq_mpi_init/finalize, served by the PMPI
 # shim: shim_loop (C, MPI_Init_thread) with libscimq-shim.so preloaded and
 # statically linked with libscimq-shim.a + scimq-shim.ld-opts, and the
-# Fortran shim_loop_f ("use mpi": mpi_init_) both ways when built.  Each
-# drains a queue of N synthetic messages; the totals must match.  Then the
-# failure path: with SCIMQ_QUEUE set and no gateway at SCIMQ_URL, every
+# Fortran shim_loop_f ("use mpi": mpi_init_) both ways when configured
+# with Fortran.  Each drains a queue of N synthetic messages; the totals
+# must match.  Then the failure path: with SCIMQ_QUEUE set and no gateway at SCIMQ_URL, every
 # wrapped entry point (C MPI_Init, Fortran mpif.h, mpi_f08) reports the
 # failure on one line from rank 0 and the program runs on unchanged.
 . "$top_srcdir/tests/mpi/lib.sh"
@@ -30,25 +30,21 @@ run_example "C shim_loop (LD_PRELOAD)" shim_pre "$exdir/shim_loop"
 MPI_PRELOAD=
 run_example "C shim_loop (static)" shim_static "$exdir/shim_loop_static"
 
-if [ -x "$exdir/shim_loop_f" ]; then
+if have_fortran "$exdir/shim_loop_f" "$exdir/shim_loop_f_static"; then
     MPI_PRELOAD=yes
     run_example "Fortran shim_loop (LD_PRELOAD)" shim_f_pre \
         "$exdir/shim_loop_f"
     MPI_PRELOAD=
     run_example "Fortran shim_loop (static)" shim_f_static \
         "$exdir/shim_loop_f_static"
-else
-    echo "# shim_loop_f not built (no Fortran): skipped"
 fi
 
 # 3. The shim cannot start the runtime (nothing listens at the URL): one
 #    line from rank 0 on stderr, the program's own output unchanged.
 hellos="$exdir/hello_mpi"
-for p in hello_mpif hello_f08; do
-    if [ -x "$top_builddir/tests/mpi/$p" ]; then
-        hellos="$hellos $top_builddir/tests/mpi/$p"
-    fi
-done
+fhellos="$top_builddir/tests/mpi/hello_mpif $top_builddir/tests/mpi/hello_f08"
+# shellcheck disable=SC2086
+have_fortran $fhellos && hellos="$hellos $fhellos"
 for p in $hellos; do
     what=$(basename "$p")
     mpi_run 120 "$workdir/$what.plain.out" "$workdir/$what.plain.err" "$p" ||

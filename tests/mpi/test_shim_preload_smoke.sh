@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # The PMPI shim leaves every program it does not serve exactly as it was:
 # with libscimq-shim.so in LD_PRELOAD, `true`, `ls /` and plain MPI hello
-# programs (C; Fortran through mpif.h and mpi_f08 when built) print the
+# programs (C; Fortran through mpif.h and mpi_f08 with Fortran) print the
 # same lines and exit with the same status as without it, when SCIMQ_QUEUE
 # is unset and also when SCIMQ_SHIM_DISABLE=1 turns the shim off.  Needs no
 # gateway: a runtime that started would fail on the dead URL and say so.
@@ -54,13 +54,9 @@ same_mpi() {
 
 [ -x "$exdir/hello_mpi" ] || fail "$exdir/hello_mpi not built"
 mpi_programs="$exdir/hello_mpi"
-for p in hello_mpif hello_f08; do
-    if [ -x "$top_builddir/tests/mpi/$p" ]; then
-        mpi_programs="$mpi_programs $top_builddir/tests/mpi/$p"
-    else
-        echo "# $p not built (no Fortran): skipped"
-    fi
-done
+fhellos="$top_builddir/tests/mpi/hello_mpif $top_builddir/tests/mpi/hello_f08"
+# shellcheck disable=SC2086
+have_fortran $fhellos && mpi_programs="$mpi_programs $fhellos"
 
 # 0. The preload does take effect, in a plain process and in the ranks
 #    mpirun starts (else the comparisons below would prove nothing).

@@ -4,19 +4,26 @@
 # slurmd on localhost in a temporary directory (../shared/PLATFORM.md,
 # "A real Slurm on one machine"), submits the two sbatch scripts and
 # checks their output; syntax-checks the PBS scripts and runs them and the
-# workstation script through their workstation path.  Skips (77) without
-# slurmctld/slurmd/munged or mpirun.  Every daemon is stopped by PID.
+# workstation script through their workstation path.  A missing daemon or
+# tool fails the test and names its Debian package; as non-root (slurmd
+# and munged run here as root) it skips.  Every daemon is stopped by PID.
 
-for t in slurmctld slurmd munged sbatch squeue scontrol mpirun jq; do
-    if ! command -v "$t" > /dev/null 2>&1 && [ ! -x "/usr/sbin/$t" ]; then
-        echo "SKIP: $t not installed"
-        exit 77
-    fi
-done
+# The daemons live in /usr/sbin, which a user's PATH may lack.
 PATH=$PATH:/usr/sbin
 export PATH
-
 . "$top_srcdir/tests/integration/lib.sh"
+need_root "slurmd and munged run as root, and the node name may go into /etc/hosts"
+need slurmctld slurmctld
+need slurmd slurmd
+need munged munge
+for t in sbatch squeue scontrol sinfo scancel srun; do
+    need "$t" slurm-client
+done
+need qsub slurm-wlm-torque
+need mpirun openmpi-bin
+need python3 python3
+need hostname hostname
+need getent libc-bin
 # Sanitizer builds: Open MPI leaves memory behind at exit, which would turn
 # every rank's exit status into a leak report (as in tests/mpi/lib.sh).
 export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
@@ -75,7 +82,7 @@ host=$(hostname)
 if ! getent hosts "$host" > /dev/null 2>&1; then
     # Without it slurmd and job code wait ~40 s on DNS.  Append only if absent.
     grep -qw "$host" /etc/hosts 2> /dev/null || echo "127.0.0.1 $host" >> /etc/hosts ||
-        { echo "SKIP: $host does not resolve"; exit 77; }
+        fail "$host does not resolve and cannot be added to /etc/hosts"
 fi
 sd="$workdir/slurm"
 mkdir -p "$sd/munge" "$sd/state" "$sd/spool" "$sd/log" "$sd/jobs"
@@ -210,34 +217,34 @@ SCIMQ_LAUNCHER="mpirun -n $np --oversubscribe" SCIMQ_EXPECT=$count SCIMQ_QUEUE=o
 check_job "slurm gateway-on-login" "$JOB_OUT"
 
 # The default launcher inside Slurm: srun --mpi=pmix (no SCIMQ_LAUNCHER).
-if srun --mpi=list 2>&1 | grep -q pmix; then
-    "$bindir/scimqctl" --url "$GW_URL" queue create srunq --guaranteed > /dev/null ||
-        fail "queue create srunq"
-    SCIMQ_URL=$GW_URL bounded 60 "$bindir/scimq-send" --queue srunq --synthetic \
-        --size 64KiB --count "$count" --close > "$workdir/send3.json" || fail "scimq-send"
-    SCIMQ_EXPECT=$count SCIMQ_QUEUE=srunq SCIMQ_PORT_FILE="$workdir/gateway.port" \
-        submit gateway-on-login-srun "$js/slurm/gateway-on-login.sbatch"
-    check_job "slurm gateway-on-login (srun --mpi=pmix)" "$JOB_OUT"
-fi
+srun --mpi=list > "$workdir/srun-mpi.txt" 2>&1 || true
+grep -q pmix "$workdir/srun-mpi.txt" ||
+    { cat "$workdir/srun-mpi.txt" >&2
+      fail "srun has no pmix plugin: install the Debian package slurm-wlm-basic-plugins"; }
+"$bindir/scimqctl" --url "$GW_URL" queue create srunq --guaranteed > /dev/null ||
+    fail "queue create srunq"
+SCIMQ_URL=$GW_URL bounded 60 "$bindir/scimq-send" --queue srunq --synthetic \
+    --size 64KiB --count "$count" --close > "$workdir/send3.json" || fail "scimq-send"
+SCIMQ_EXPECT=$count SCIMQ_QUEUE=srunq SCIMQ_PORT_FILE="$workdir/gateway.port" \
+    submit gateway-on-login-srun "$js/slurm/gateway-on-login.sbatch"
+check_job "slurm gateway-on-login (srun --mpi=pmix)" "$JOB_OUT"
 
-# The PBS script through qsub (slurm-wlm-torque's wrapper), if present:
-# #PBS directives read, environment exported with -V.
-if command -v qsub > /dev/null 2>&1; then
-    "$bindir/scimqctl" --url "$GW_URL" queue create pbsq --guaranteed > /dev/null ||
-        fail "queue create pbsq"
-    SCIMQ_URL=$GW_URL bounded 60 "$bindir/scimq-send" --queue pbsq --synthetic \
-        --size 64KiB --count "$count" --close > "$workdir/send2.json" || fail "scimq-send"
-    JOB_OUT="$sd/jobs/qsub.out"
-    id=$(cd "$sd/jobs" && SCIMQ_LAUNCHER="mpirun -n $np --oversubscribe" \
-        SCIMQ_EXPECT=$count SCIMQ_QUEUE=pbsq SCIMQ_PORT_FILE="$workdir/gateway.port" \
-        bounded 30 qsub -V -o "$JOB_OUT" -l nodes=1:ppn=$np "$js/pbs/gateway-on-login.pbs" |
-        tail -n 1 | tr -dc '0-9') || fail "qsub"
-    [ -n "$id" ] || fail "qsub: no job id"
-    wait_job "$id" 120
-    [ "$JOB_STATE" = COMPLETED ] || { cat "$JOB_OUT" >&2; fail "qsub: job $id $JOB_STATE"; }
-    ok "qsub pbs/gateway-on-login.pbs: job $id $JOB_STATE"
-    check_job "qsub gateway-on-login" "$JOB_OUT"
-fi
+# The PBS script through qsub (slurm-wlm-torque's wrapper): #PBS
+# directives read, environment exported with -V.
+"$bindir/scimqctl" --url "$GW_URL" queue create pbsq --guaranteed > /dev/null ||
+    fail "queue create pbsq"
+SCIMQ_URL=$GW_URL bounded 60 "$bindir/scimq-send" --queue pbsq --synthetic \
+    --size 64KiB --count "$count" --close > "$workdir/send2.json" || fail "scimq-send"
+JOB_OUT="$sd/jobs/qsub.out"
+id=$(cd "$sd/jobs" && SCIMQ_LAUNCHER="mpirun -n $np --oversubscribe" \
+    SCIMQ_EXPECT=$count SCIMQ_QUEUE=pbsq SCIMQ_PORT_FILE="$workdir/gateway.port" \
+    bounded 30 qsub -V -o "$JOB_OUT" -l nodes=1:ppn=$np "$js/pbs/gateway-on-login.pbs" |
+    tail -n 1 | tr -dc '0-9') || fail "qsub"
+[ -n "$id" ] || fail "qsub: no job id"
+wait_job "$id" 120
+[ "$JOB_STATE" = COMPLETED ] || { cat "$JOB_OUT" >&2; fail "qsub: job $id $JOB_STATE"; }
+ok "qsub pbs/gateway-on-login.pbs: job $id $JOB_STATE"
+check_job "qsub gateway-on-login" "$JOB_OUT"
 
 # Slurm's walltime warning: SIGTERM to the batch shell reaches the launcher.
 # A consumer that never ends (no producer closes the queue); scancel
