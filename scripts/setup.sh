@@ -9,7 +9,7 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 
 missing=""
-for pkg in $(grep -v '^#' "$top/scripts/debian-packages"); do
+for pkg in $(sed 's/#.*//' "$top/scripts/debian-packages"); do
     status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
     case "$status" in
     *"ok installed") ;;
@@ -19,6 +19,7 @@ done
 
 if [ -n "$missing" ]; then
     echo "setup: installing:$missing"
+    # check-packages: optional sudo (only a user who is not root needs it)
     if [ "$(id -u)" -eq 0 ]; then
         sudo=""
     elif command -v sudo > /dev/null; then
@@ -38,7 +39,13 @@ if [ -f "$top/config.status" ]; then
     echo "setup: run 'make distclean' in $top first." >&2
     exit 1
 fi
-if [ ! -x "$top/configure" ] || [ "$top/configure.ac" -nt "$top/configure" ]; then
+# configure is generated again when it is missing or older than its sources.
+stale=no
+[ -x "$top/configure" ] || stale=yes
+for f in "$top/configure.ac" "$top"/config/scimq_*.m4; do
+    [ "$f" -nt "$top/configure" ] && stale=yes
+done
+if [ "$stale" = yes ]; then
     echo "setup: autoreconf"
     (cd "$top" && autoreconf -fi)
 fi
