@@ -1,0 +1,34 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# Best-effort deliveries use every stream of the consumer's session: each
+# goes to the stream with the fewest bytes still queued for writing (they
+# all used to go out on the first stream).
+. "$top_srcdir/tests/integration/lib.sh"
+
+start_gateway
+"$bindir/scimqctl" queue create be --best-effort > /dev/null || fail "create"
+"$bindir/scimq-recv" --queue be --streams 4 --count 200 --linger 30 \
+    > "$workdir/recv.json" 2> "$workdir/recv.err" &
+recv_pid=$!
+track "$recv_pid"
+i=0
+while [ "$(gw_stat '.connections')" -lt 4 ]; do
+    i=$((i + 1))
+    [ "$i" -gt $((100 * mult)) ] && fail "the consumer never connected its 4 streams"
+    sleep 0.1
+done
+bounded 120 "$bindir/scimq-send" --queue be --streams 2 --synthetic \
+    --size 256KiB --count 200 > /dev/null || fail "send"
+i=0
+while [ "$(gw_stat '.queues[0].counters.delivered')" -lt 200 ]; do
+    i=$((i + 1))
+    [ "$i" -gt $((300 * mult)) ] && fail "not everything was delivered"
+    sleep 0.1
+done
+# While the consumer lingers, count its streams that carried deliveries.
+busy=$(gw_stat '[.connections_detail[] | select(.bytes_out > 4194304)] | length')
+[ "$busy" -ge 2 ] || fail "best-effort deliveries went over $busy stream(s) of 4"
+ok "best-effort deliveries spread over $busy streams"
+kill "$recv_pid" 2>/dev/null || true
+stop_gateway
+echo "$checks checks passed"
