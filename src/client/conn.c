@@ -442,8 +442,16 @@ conn_rx_event(struct stream *s, int ev)
         s->rx_payload = true;
         return scimq__msg_payload_dest(s->c, s, f);
     case SCIMQ_PROTO_FRAME_DONE:
-        s->rx_payload = false;
         f = scimq_proto_decoder_frame(s->dec);
+        /* An empty message has no payload phase, but its consumer's
+         * allocator still gives it a place (the MPI agent: a slot). */
+        if (!s->rx_payload && f->opcode == SCIMQ_PROTO_OP_DELIVER) {
+            int rc = scimq__msg_payload_dest(s->c, s, f);
+
+            if (rc != 0)
+                return rc;
+        }
+        s->rx_payload = false;
         return conn_frame(s, f);
     default:
         return 0;

@@ -125,7 +125,7 @@ scimq__msg_payload_dest(struct scimq_client *c, struct stream *s,
             }
         } else {
             /* len <= max_payload <= SIZE_MAX: the decoder checked it. */
-            buf = malloc((size_t) len);
+            buf = malloc(len > 0 ? (size_t) len : 1);
             if (buf == NULL)
                 s->rx_drop_rc = SCIMQ_ENOMEM;
         }
@@ -142,6 +142,9 @@ scimq__msg_payload_dest(struct scimq_client *c, struct stream *s,
                          scimq_strerror(s->rx_drop_rc));
     s->rx_buf = buf;
     s->rx_ctx = ctx;
+    /* An empty message: nothing to read, the frame is complete. */
+    if (!s->rx_payload)
+        return 0;
     /* NULL discards the payload and keeps the stream in sync. */
     return scimq_proto_decoder_set_payload(s->dec, buf, len);
 }
