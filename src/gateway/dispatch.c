@@ -34,19 +34,27 @@ gw_dispatch_consumer_update(struct gw_broker *b, struct gw_consumer *c)
     c->active = want;
 }
 
-/* The connected stream of s with the fewest bytes queued for writing. */
+/*
+ * The connected stream of s with the fewest bytes queued for writing; ties
+ * go round robin from the stream after the last one chosen, so idle streams
+ * share the load instead of the first one taking it all.
+ */
 static int
-stream_pick(const struct gw_session *s)
+stream_pick(struct gw_session *s)
 {
     int best = -1;
 
-    for (int i = 0; i < s->stream_count; i++) {
+    for (int k = 0; k < s->stream_count; k++) {
+        int i = (s->next_stream + k) % s->stream_count;
+
         if (s->streams[i].conn_id == 0)
             continue;
         if (best < 0 ||
             s->streams[i].bytes_queued < s->streams[best].bytes_queued)
             best = i;
     }
+    if (best >= 0)
+        s->next_stream = (uint16_t) ((best + 1) % s->stream_count);
     return best;
 }
 

@@ -167,6 +167,7 @@ struct gw_session {
     uint8_t version; /* session protocol version chosen in WELCOME */
     uint16_t stream_count;
     uint16_t connected;
+    uint16_t next_stream; /* where the next tie of stream_pick() starts */
     struct gw_stream streams[GW_MAX_STREAMS];
     struct gw_consumer *consumers;
     struct gw_delivery *deliveries; /* unsettled (utlist DL) */

@@ -528,6 +528,16 @@ test_best_effort_streams(void)
     while (next(GW_ACT_DELIVER).found)
         ;
     CU_ASSERT(gw_pool_used(&b->store.pool) == 0);
+    /* Each written before the next arrives: the idle streams take turns. */
+    for (int i = 0; i < 4; i++) {
+        struct seen d;
+
+        CU_ASSERT(put(40, "be", KiB, (uint8_t) i) == 0);
+        d = next(GW_ACT_DELIVER);
+        CU_ASSERT(d.found);
+        per_conn[d.conn_id - 40]++;
+    }
+    CU_ASSERT(per_conn[0] == 4 && per_conn[1] == 4);
     teardown();
 }
 
