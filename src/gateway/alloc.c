@@ -27,3 +27,9 @@ gw_xstrndup(const char *s, size_t n)
     memcpy(p, s, n);
     return p;
 }
+
+char *
+gw_xstrdup(const char *s)
+{
+    return gw_xstrndup(s, strlen(s));
+}

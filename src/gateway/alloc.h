@@ -11,5 +11,6 @@
 
 void *gw_xcalloc(size_t n, size_t size);
 char *gw_xstrndup(const char *s, size_t n);
+char *gw_xstrdup(const char *s);
 
 #endif /* SCIMQ_GATEWAY_ALLOC_H */

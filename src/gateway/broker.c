@@ -380,7 +380,7 @@ consumer_get(struct gw_session *s, struct gw_queue *q)
             return c;
     c = gw_xcalloc(1, sizeof(*c));
     c->queue = q;
-    c->queue_name = gw_xstrndup(q->name, strlen(q->name));
+    c->queue_name = gw_xstrdup(q->name);
     c->session = s;
     c->snext = s->consumers;
     s->consumers = c;

@@ -58,12 +58,6 @@ stream_pick(struct gw_session *s)
     return best;
 }
 
-static char *
-xstrdup(const char *s)
-{
-    return gw_xstrndup(s, strlen(s));
-}
-
 /* Emits the DELIVER of d (its payload is in memory). */
 static void
 send_delivery(struct gw_broker *b, struct gw_delivery *d)
@@ -86,7 +80,7 @@ send_delivery(struct gw_broker *b, struct gw_delivery *d)
     a->attempt = m->attempt;
     a->payload = m->payload;
     a->len = m->payload->len;
-    a->text = xstrdup(m->queue->name);
+    a->text = gw_xstrdup(m->queue->name);
     gw_store_pin(m->payload);
     st->bytes_queued += m->payload->len;
     gw_actions_push(b->out, a);
@@ -196,7 +190,7 @@ eos_send(struct gw_broker *b, struct gw_queue *q)
             a->worker = s->streams[i].worker;
             a->conn_id = s->streams[i].conn_id;
             a->request_id = c->stream_rid[i];
-            a->text = xstrdup(q->name);
+            a->text = gw_xstrdup(q->name);
             gw_actions_push(b->out, a);
         }
     }

@@ -38,16 +38,14 @@ gw_stats_snapshot(const struct gw_broker *b, enum gw_snap_filter filter,
         s->in_flight += q->n_leased;
         if (!selected(q, filter, name))
             continue;
-        qs->name = gw_xstrndup(q->name, strlen(q->name));
+        qs->name = gw_xstrdup(q->name);
         if (q->dead_letter != NULL)
-            qs->dead_letter =
-                gw_xstrndup(q->dead_letter, strlen(q->dead_letter));
+            qs->dead_letter = gw_xstrdup(q->dead_letter);
         for (const struct gw_binding *bd = q->bindings; bd; bd = bd->next)
             nb++;
         qs->bindings = gw_xcalloc(nb + 1, sizeof(*qs->bindings));
         for (const struct gw_binding *bd = q->bindings; bd; bd = bd->next)
-            qs->bindings[qs->n_bindings++] =
-                gw_xstrndup(bd->target->name, strlen(bd->target->name));
+            qs->bindings[qs->n_bindings++] = gw_xstrdup(bd->target->name);
         for (const struct gw_consumer *c = q->consumers; c; c = c->qnext)
             qs->consumers++;
         qs->kind = q->kind;
