@@ -187,6 +187,17 @@ parse_args(int argc, char **argv)
     return 0;
 }
 
+/* Bytes of RAM in the machine (UINT64_MAX if unknown). */
+static uint64_t
+physical_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+
+    if (pages <= 0 || size <= 0)
+        return UINT64_MAX;
+    return (uint64_t) pages * (uint64_t) size;
+}
+
 static int
 options_load(struct gw_options *o)
 {
@@ -227,6 +238,16 @@ options_load(struct gw_options *o)
     if (o->ack_timeout_ms == 0 || o->memory_limit == 0) {
         fprintf(stderr, "scimq-gateway: ack timeout and memory limit must "
                         "be positive\n");
+        return 2;
+    }
+    if (o->prefault && o->memory_limit > physical_memory() / 10 * 9) {
+        /* Pre-faulting more than the machine has would wake the OOM
+         * killer: say so now, while nothing is lost. */
+        fprintf(stderr,
+                "scimq-gateway: memory limit %" PRIu64
+                " B is more than 90%% of this machine's memory (%" PRIu64
+                " B); lower it, or set gateway_prefault=false\n",
+                o->memory_limit, physical_memory());
         return 2;
     }
     if (o->chunk_size < 4096 || (o->chunk_size & (o->chunk_size - 1)) != 0 ||
