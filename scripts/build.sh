@@ -3,7 +3,8 @@
 #
 # scripts/build.sh FLAVOUR: configures and builds one flavour out of tree in
 # build/FLAVOUR.  Flavours: default (-Werror), asan (ASan + UBSan, gcc),
-# fuzz (clang + libFuzzer + ASan + UBSan).  Reconfigures only when needed.
+# tsan (ThreadSanitizer, gcc), fuzz (clang + libFuzzer + ASan + UBSan).
+# Reconfigures only when needed.
 # default and asan ask for every optional part (MPI, libfabric, FFTW,
 # Fortran) by name: what scripts/debian-packages installs must be found, so
 # a missing package stops configure instead of silently dropping tests.
@@ -16,6 +17,7 @@ all="--with-mpi --with-ofi --with-fftw --enable-fortran"
 case "$flavour" in
 default) flags="--enable-werror $all" ;;
 asan) flags="--enable-werror --enable-asan --enable-ubsan --enable-debug $all" ;;
+tsan) flags="--enable-werror --enable-tsan $all" ;;
 fuzz) flags="--enable-werror --enable-fuzzers --enable-asan --enable-ubsan CC=clang" ;;
 *) echo "build: unknown flavour '$flavour'" >&2; exit 2 ;;
 esac
