@@ -20,6 +20,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include <scimq/error.h>
 
 #include "client_internal.h"
@@ -271,6 +273,7 @@ scimq_client_options_default(scimq_client_options_t *opts)
     opts->connect_timeout_ms = 10000;
     opts->reconnect_ms = 30000;
     opts->request_timeout_ms = 30000;
+    opts->max_hold_ms = 3600000;
 }
 
 static int
@@ -336,6 +339,7 @@ client_free(struct scimq_client *c)
     if (c->streams != NULL)
         for (uint16_t i = 0; i < c->nstreams; i++)
             scimq__conn_fini(&c->streams[i]);
+    scimq__msg_unhold_all(c);
     while ((e = scimq_list_pop(&c->fifo)) != NULL)
         scimq__msg_destroy(SCIMQ_CONTAINER_OF(e, struct msg, link));
     while ((e = scimq_list_pop(&c->subs)) != NULL) {
@@ -769,20 +773,66 @@ scimq_client_flush(scimq_client_t *c, int timeout_ms)
 /* Consuming                                                                 */
 /* ======================================================================== */
 
+/*
+ * The lease auto_extend keeps for deliveries from queue: its ack timeout,
+ * from STATS (0 for a best-effort queue, which has no lease).  Returns 0
+ * or an error; a gateway that cannot say leaves the lease unknown.
+ */
+static int
+lease_learn(struct scimq_client *c, const char *queue, uint32_t *lease_ms_p)
+{
+    json_t *root, *q0, *kind, *ack;
+    char *text = NULL;
+    int rc;
+
+    *lease_ms_p = 0;
+    rc = scimq_client_stats(c, queue, &text);
+    if (rc < 0)
+        return rc;
+    root = json_loads(text, 0, NULL);
+    free(text);
+    q0 = json_array_get(json_object_get(root, "queues"), 0);
+    kind = json_object_get(q0, "kind");
+    ack = json_object_get(q0, "ack_timeout_ms");
+    rc = SCIMQ_EPROTO;
+    if (json_is_integer(ack) && json_integer_value(ack) > 0 &&
+        json_integer_value(ack) <= UINT32_MAX && json_is_string(kind)) {
+        if (strcmp(json_string_value(kind), "best-effort") != 0)
+            *lease_ms_p = (uint32_t) json_integer_value(ack);
+        rc = 0;
+    }
+    json_decref(root);
+    return rc;
+}
+
 int
 scimq_client_subscribe(scimq_client_t *c, const char *queue,
                        uint32_t credit_msgs, uint64_t credit_bytes)
 {
     scimq_proto_frame_t f[3];
-    uint32_t dm = 0, id;
+    uint32_t dm = 0, id, lease_ms = 0;
     uint64_t db = 0;
     struct sub *sub;
-    bool created = false;
+    bool created = false, known;
     size_t n = 0;
     int rc;
 
     if (c == NULL || !name_ok(queue) || credit_msgs == 0)
         return SCIMQ_EINVAL;
+    pthread_mutex_lock(&c->lock);
+    known = scimq__sub_find(c, queue, strlen(queue)) != NULL;
+    pthread_mutex_unlock(&c->lock);
+    /* Learnt before the first GET, so that the first delivery has it. */
+    if (c->opts.auto_extend && !known) {
+        rc = lease_learn(c, queue, &lease_ms);
+        if (rc == SCIMQ_ENOENT)
+            return rc;
+        if (rc < 0)
+            SCIMQ_LOG_WARN(CLIENT,
+                           "cannot learn the ack timeout of %s (%s): its "
+                           "leases are not extended",
+                           queue, scimq_strerror(rc));
+    }
     pthread_mutex_lock(&c->lock);
     rc = c->dead;
     if (rc < 0)
@@ -798,6 +848,8 @@ scimq_client_subscribe(scimq_client_t *c, const char *queue,
         /* 31 bits: the id shares a GET request id with CLIENT_RID_SUB_BIT. */
         c->next_sub_id = (c->next_sub_id + 1) & 0x7fffffffu;
         sub->id = c->next_sub_id;
+        sub->lease_ms = lease_ms;
+        scimq_list_init(&sub->held);
         scimq_list_append(&c->subs, &sub->link);
         created = true;
         dm = credit_msgs;
@@ -861,6 +913,7 @@ unlock:
         sub = scimq__sub_find(c, queue, strlen(queue));
         if (sub != NULL && sub->id == id) {
             scimq_list_remove(&sub->link);
+            scimq__sub_unhold(sub);
             free(sub->queue);
             free(sub);
         }
@@ -1027,6 +1080,21 @@ scimq_client_extend(scimq_client_t *c, const scimq_message_t *msg,
         return SCIMQ_EINVAL;
     return scimq__msg_settle(c, msg_of(msg), SCIMQ_PROTO_OP_EXTEND, 0,
                              lease_ms);
+}
+
+int
+scimq_client_lease_counters(scimq_client_t *c, uint64_t *extends_p,
+                            uint64_t *late_p)
+{
+    if (c == NULL)
+        return SCIMQ_EINVAL;
+    pthread_mutex_lock(&c->lock);
+    if (extends_p != NULL)
+        *extends_p = c->extends_sent;
+    if (late_p != NULL)
+        *late_p = c->late_settles;
+    pthread_mutex_unlock(&c->lock);
+    return 0;
 }
 
 /* ======================================================================== */

@@ -170,6 +170,14 @@ struct sub {
     uint64_t debt_bytes;
     bool eos; /* EOS received: closed and drained */
     int err;  /* the gateway failed a GET for it (queue deleted) */
+    /*
+     * Lease keeping: the queue's ack timeout (0: unknown, or best-effort:
+     * nothing to keep) and its unsettled deliveries (struct msg.hold_link)
+     * in the order of their next extension, which is arrival order since
+     * every one is extended by the same lease: the tick looks at the head.
+     */
+    uint32_t lease_ms;
+    struct scimq_list held;
 };
 
 /*
@@ -209,6 +217,13 @@ struct msg {
     uint32_t epoch;          /* c->epoch when it arrived */
     struct stream *stream;   /* the connection it came on ... */
     unsigned int stream_gen; /* ... and that connection's generation */
+    /* Lease keeping (lock), see struct sub.held; times on uv_hrtime(). */
+    struct scimq_list hold_link;
+    bool held;             /* in its subscription's held list */
+    bool lease_lost;       /* its connection was lost: requeued there */
+    uint64_t arrived_ns;   /* DELIVER read */
+    uint64_t extend_ns;    /* next EXTEND due */
+    uint64_t lease_end_ns; /* lease end as far as known; 0: unknown */
 };
 
 struct scimq_client {
@@ -241,6 +256,8 @@ struct scimq_client {
     uint8_t version;        /* session version of the session; 0: none yet */
     uint32_t epoch;         /* bumped when a new session replaces a lost one */
     atomic_uint_fast64_t next_rid;
+    uint64_t extends_sent; /* EXTENDs of auto_extend */
+    uint64_t late_settles; /* ACK/NACK after the lease expired */
 
     /* Loop. */
     uv_loop_t loop;
@@ -364,6 +381,17 @@ int scimq__msg_deliver(struct scimq_client *c, struct stream *s,
 void scimq__msg_eos(struct scimq_client *c, const scimq_proto_frame_t *f);
 /* ERROR naming a GET of subscription sub_id. */
 void scimq__msg_get_error(struct scimq_client *c, uint32_t sub_id, int code);
+
+/*
+ * Lease keeping (lock not held): sends the EXTENDs that are due, drops
+ * deliveries whose connection was lost or that were held longer than
+ * max_hold_ms.  Called by the I/O thread's tick.
+ */
+void scimq__msg_extend_due(struct scimq_client *c, uint64_t now_ns);
+/* Takes every delivery out of the held lists (close; lock not held). */
+void scimq__msg_unhold_all(struct scimq_client *c);
+/* Takes the deliveries of sub out of its held list (lock held). */
+void scimq__sub_unhold(struct sub *sub);
 
 /* Frees a message the caller never saw (no credit top-up). */
 void scimq__msg_destroy(struct msg *m);

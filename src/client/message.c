@@ -24,6 +24,14 @@
  * again.  The same happens when payload_alloc answers SCIMQ_EMSGSIZE.  A
  * version-2 gateway knows the limit and never sends such a message; a
  * version-1 gateway cannot be told, and this is then the only guard.
+ *
+ * Leases (opts.auto_extend).  Every guaranteed delivery of a queue whose
+ * ack timeout is known joins its subscription's held list when it is read
+ * and leaves it when it is settled or freed; the I/O thread's tick sends
+ * EXTEND for those due (every half lease) until max_hold_ms, in batches.
+ * A delivery whose connection was lost is dropped from the list (the
+ * gateway has requeued it).  An ACK or NACK after the known lease end, or
+ * after the connection was lost, is late: counted and logged.
  */
 #include "config.h"
 
@@ -37,6 +45,8 @@
 
 /* Pause before a delivery that could not be stored comes back. */
 #define CLIENT_NACK_NOMEM_DELAY_MS 100u
+/* EXTEND frames per operation (the rest are sent on the next tick). */
+#define CLIENT_EXTEND_BATCH 64u
 
 /* ======================================================================== */
 /* Allocator context                                                         */
@@ -333,12 +343,59 @@ msg_stream_alive(const struct msg *m)
     return m->stream == NULL || atomic_load(&m->stream->gen) == m->stream_gen;
 }
 
+/* Leaves the held list (lock held). */
+static void
+unhold(struct msg *m)
+{
+    if (m->held) {
+        scimq_list_remove(&m->hold_link);
+        m->held = false;
+    }
+}
+
+/*
+ * Lease bookkeeping of a settlement: an explicit EXTEND moves the known
+ * lease end; an ACK or NACK ends lease keeping and is counted (and
+ * logged) when it comes after the lease ended.
+ */
+static void
+lease_settle(struct scimq_client *c, struct msg *m, int opcode, uint32_t ms)
+{
+    uint64_t now = uv_hrtime(), held_ms;
+    bool late;
+
+    pthread_mutex_lock(&c->lock);
+    if (opcode == SCIMQ_PROTO_OP_EXTEND) {
+        if (ms > 0 && m->lease_end_ns != 0 &&
+            now + (uint64_t) ms * 1000000u > m->lease_end_ns)
+            m->lease_end_ns = now + (uint64_t) ms * 1000000u;
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+    unhold(m);
+    late = m->lease_lost || !msg_stream_alive(m) ||
+           (m->lease_end_ns != 0 && now > m->lease_end_ns);
+    if (late)
+        c->late_settles++;
+    pthread_mutex_unlock(&c->lock);
+    if (!late)
+        return;
+    held_ms = (now - m->arrived_ns) / 1000000u;
+    SCIMQ_LOG_SPARSE(
+        SCIMQ_LOG_WARN, CLIENT, 1000,
+        "%s: %s of message %llu after %llu ms, once its lease "
+        "had ended: it is (or will be) delivered again",
+        m->pub.queue, opcode == SCIMQ_PROTO_OP_ACK ? "ACK" : "NACK",
+        (unsigned long long) m->pub.msg_id, (unsigned long long) held_ms);
+}
+
 int
 scimq__msg_settle(struct scimq_client *c, struct msg *m, int opcode,
                   int requeue, uint32_t ms)
 {
     bool topup = false;
 
+    lease_settle(c, m, opcode, ms);
     /* EXTEND keeps the delivery: it still counts against the window. */
     if (opcode != SCIMQ_PROTO_OP_EXTEND)
         topup = !atomic_exchange(&m->credited, true) && msg_stream_alive(m);
@@ -477,12 +534,29 @@ scimq__msg_deliver(struct scimq_client *c, struct stream *s,
     m->ctx = c->mctx;
     atomic_fetch_add(&m->ctx->refs, 1);
     scimq_list_init(&m->link);
+    scimq_list_init(&m->hold_link);
+    m->arrived_ns = uv_hrtime();
     /* The message owns the payload now. */
     s->rx_buf = NULL;
     s->rx_ctx = NULL;
     s->rx_user = false;
 
     pthread_mutex_lock(&c->lock);
+    {
+        struct sub *sub = scimq__sub_find(c, queue, q->len);
+
+        /* The lease runs from when the gateway sent it: a little earlier. */
+        if (sub != NULL && sub->lease_ms > 0) {
+            uint64_t lease_ns = (uint64_t) sub->lease_ms * 1000000u;
+
+            m->lease_end_ns = m->arrived_ns + lease_ns;
+            m->extend_ns = m->arrived_ns + lease_ns / 2;
+            if (c->opts.auto_extend) {
+                scimq_list_append(&sub->held, &m->hold_link);
+                m->held = true;
+            }
+        }
+    }
     scimq_list_append(&c->fifo, &m->link);
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
@@ -518,6 +592,79 @@ scimq__msg_get_error(struct scimq_client *c, uint32_t sub_id, int code)
         pthread_cond_broadcast(&c->cond);
     }
     pthread_mutex_unlock(&c->lock);
+}
+
+void
+scimq__sub_unhold(struct sub *sub)
+{
+    struct scimq_list *e;
+
+    while ((e = scimq_list_pop(&sub->held)) != NULL)
+        SCIMQ_CONTAINER_OF(e, struct msg, hold_link)->held = false;
+}
+
+void
+scimq__msg_unhold_all(struct scimq_client *c)
+{
+    struct scimq_list *e, *tmp;
+
+    pthread_mutex_lock(&c->lock);
+    SCIMQ_LIST_FOREACH (e, tmp, &c->subs)
+        scimq__sub_unhold(SCIMQ_CONTAINER_OF(e, struct sub, link));
+    pthread_mutex_unlock(&c->lock);
+}
+
+void
+scimq__msg_extend_due(struct scimq_client *c, uint64_t now)
+{
+    scimq_proto_frame_t f[CLIENT_EXTEND_BATCH];
+    uint64_t max_hold_ns = c->opts.max_hold_ms * 1000000u;
+    struct scimq_list *e, *tmp;
+    struct op *op;
+    size_t n = 0;
+
+    pthread_mutex_lock(&c->lock);
+    SCIMQ_LIST_FOREACH (e, tmp, &c->subs) {
+        struct sub *sub = SCIMQ_CONTAINER_OF(e, struct sub, link);
+        uint64_t lease_ns = (uint64_t) sub->lease_ms * 1000000u;
+        struct scimq_list *h;
+
+        while (n < CLIENT_EXTEND_BATCH && (h = sub->held.next) != &sub->held) {
+            struct msg *m = SCIMQ_CONTAINER_OF(h, struct msg, hold_link);
+
+            if (m->extend_ns > now)
+                break; /* the rest are due later */
+            unhold(m);
+            if (!msg_stream_alive(m) || m->epoch != c->epoch) {
+                m->lease_lost = true; /* requeued by the gateway */
+                continue;
+            }
+            if (max_hold_ns != 0 && now - m->arrived_ns >= max_hold_ns) {
+                SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, CLIENT, 10000,
+                                 "%s: message %llu held for %llu ms, the "
+                                 "longest kept (max_hold_ms): its lease is "
+                                 "left to expire",
+                                 sub->queue, (unsigned long long) m->pub.msg_id,
+                                 (unsigned long long) c->opts.max_hold_ms);
+                continue;
+            }
+            memset(&f[n], 0, sizeof(f[n]));
+            f[n].opcode = SCIMQ_PROTO_OP_EXTEND;
+            f[n].request_id = scimq__client_rid(c);
+            f[n].args.extend.delivery_id = m->pub.delivery_id;
+            f[n].args.extend.lease_ms = sub->lease_ms;
+            n++;
+            m->extend_ns = now + lease_ns / 2;
+            if (now + lease_ns > m->lease_end_ns)
+                m->lease_end_ns = now + lease_ns;
+            scimq_list_append(&sub->held, &m->hold_link);
+            m->held = true;
+        }
+    }
+    c->extends_sent += n;
+    pthread_mutex_unlock(&c->lock);
+    if (n > 0 && scimq__op_frames(OP_SEND, f, n, &op) == 0)
+        scimq__session_submit(c, op);
 }
 
 void
@@ -578,6 +725,14 @@ scimq_message_free(scimq_client_t *c, scimq_message_t *msg)
         return;
     m = SCIMQ_CONTAINER_OF(msg, struct msg, pub);
     ctx = m->ctx;
+    pthread_mutex_lock(&ctx->lock);
+    if (ctx->client != NULL) {
+        /* No more extensions for it (close already emptied the lists). */
+        pthread_mutex_lock(&ctx->client->lock);
+        unhold(m);
+        pthread_mutex_unlock(&ctx->client->lock);
+    }
+    pthread_mutex_unlock(&ctx->lock);
     if (!atomic_exchange(&m->credited, true)) {
         pthread_mutex_lock(&ctx->lock);
         /* The stream is only looked at while its client exists. */

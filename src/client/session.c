@@ -648,6 +648,8 @@ scimq__session_tick(uv_timer_t *timer)
     uint64_t now = uv_hrtime();
 
     expire_ops(c, now);
+    if (c->opts.auto_extend && !c->stopping)
+        scimq__msg_extend_due(c, now);
     for (uint16_t i = 0; i < c->nstreams; i++) {
         struct stream *s = &c->streams[i];
 
@@ -740,6 +742,7 @@ static void
 session_close(struct scimq_client *c, struct op *op)
 {
     c->close_op = op;
+    scimq__msg_unhold_all(c);
     scimq__msg_nack_fifo(c);
     c->stopping = true;
     for (uint16_t i = 0; i < c->nstreams; i++) {

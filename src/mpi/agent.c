@@ -18,11 +18,24 @@
  * (which then never sends a larger message) and otherwise dead-letters a
  * larger delivery itself (NACK requeue=0).  A larger message is never
  * requeued: it would come back to this agent forever.
+ *
+ * Leases: libscimq extends the lease of every message the agent holds
+ * (in the pool, ready or assigned) every half ack timeout, up to
+ * SCIMQ_MPI_MAX_HOLD_MS, so a rank may work on a message for longer than
+ * the queue's ack timeout without it being delivered again.  That is only
+ * safe because the agent notices dead ranks: every LIVENESS_MS it checks
+ * the process of each rank of its node (they share its kernel), and a
+ * failed send to a rank counts too; the messages of a dead rank go back
+ * to the gateway at once (NACK requeue), for another rank or job.  A rank
+ * that is alive but hung keeps its message until the maximum hold, then
+ * the lease runs out and the gateway delivers it again.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -35,6 +48,9 @@
 #include "common/topo.h"
 #include "protocol/wire.h"
 #include "runtime.h"
+
+/* How often the agent looks at its ranks' processes. */
+#define LIVENESS_MS 200u
 
 struct agent_slot {
     bool allocated;       /* holds (or receives) a payload */
@@ -64,8 +80,10 @@ struct scimq_mpi_agent {
 
     int nranks;
     fi_addr_t *rank_fa;
+    pid_t *rank_pid;
     bool *waiting, *gone;
     int ngone, rr;
+    uint64_t next_liveness_ns;
 
     struct scimq_mpi_op *ops; /* nrecv receives, then nsend sends */
     int nrecv, nsend;
@@ -150,6 +168,44 @@ slot_free(struct scimq_mpi_agent *a, uint32_t i)
 /* Control messages                                                          */
 /* ------------------------------------------------------------------------ */
 
+static void rank_gone(struct scimq_mpi_agent *a, int rank, const char *why);
+
+/*
+ * Reaps completions: sends free their buffer, receives are marked for the
+ * main loop.  A failed send means the rank's endpoint is gone: the rank is
+ * taken as dead.  A failed receive is posted again.  Returns the number of
+ * completions, or 0 after an error completion.
+ */
+static int
+reap(struct scimq_mpi_agent *a)
+{
+    struct scimq_fabric_cqe cqe[16];
+    int n = scimq__fabric_poll(&a->fab, cqe, 16);
+
+    if (n < 0) {
+        struct scimq_mpi_op *op = cqe[0].context;
+
+        if (op != NULL && op->kind == OP_SEND) {
+            op->busy = false;
+            if (op->peer >= 0 && op->peer < a->nranks && !a->gone[op->peer])
+                rank_gone(a, op->peer, "a send to it failed");
+        } else if (op != NULL && op->kind == OP_RECV) {
+            (void) scimq__fabric_recv(&a->fab, &op->msg, sizeof(op->msg),
+                                      a->ops_mr.desc, op);
+        }
+        return 0;
+    }
+    for (int k = 0; k < n; k++) {
+        struct scimq_mpi_op *op = cqe[k].context;
+
+        if (op->kind == OP_SEND)
+            op->busy = false;
+        else if (op->kind == OP_RECV)
+            op->pending = true; /* the main loop handles it */
+    }
+    return n;
+}
+
 static int
 send_ctrl(struct scimq_mpi_agent *a, int rank, const struct scimq_mpi_ctrl *msg)
 {
@@ -164,6 +220,7 @@ send_ctrl(struct scimq_mpi_agent *a, int rank, const struct scimq_mpi_ctrl *msg)
                 continue;
             op->msg = *msg;
             op->msg.magic = SCIMQ_MPI_CTRL_MAGIC;
+            op->peer = rank;
             rc = scimq__fabric_send(&a->fab, &op->msg, sizeof(op->msg),
                                     a->ops_mr.desc, a->rank_fa[rank], op);
             if (rc == SCIMQ_EAGAIN)
@@ -174,21 +231,9 @@ send_ctrl(struct scimq_mpi_agent *a, int rank, const struct scimq_mpi_ctrl *msg)
             return 0;
         }
         /* All send buffers busy: reap completions. */
-        {
-            struct scimq_fabric_cqe cqe[16];
-            int n = scimq__fabric_poll(&a->fab, cqe, 16);
-
-            for (int k = 0; k < n; k++) {
-                struct scimq_mpi_op *op = cqe[k].context;
-
-                if (op->kind == OP_SEND)
-                    op->busy = false;
-                else if (op->kind == OP_RECV)
-                    op->pending = true; /* the main loop handles it */
-            }
-            if (n < 0)
-                return n;
-        }
+        (void) reap(a);
+        if (a->gone[rank])
+            return SCIMQ_ECONNRESET;
         scimq__mpi_backoff(&spins);
         if (spins > 100000)
             return SCIMQ_ETIMEDOUT;
@@ -252,11 +297,15 @@ assign(struct scimq_mpi_agent *a, int rank, uint32_t slot)
     if (rc != 0) {
         SCIMQ_LOG_ERROR(MPI, "agent: cannot send to rank %d: %s", rank,
                         scimq_strerror(rc));
-        /* The message goes back to the gateway for someone else. */
-        (void) scimq_client_nack(a->client, s->msg, 1, 0);
-        scimq_message_free(a->client, s->msg);
-        s->msg = NULL;
-        s->rank = -1;
+        /* The message goes back to the gateway for someone else (unless
+         * the rank was found dead meanwhile, which gave it back). */
+        if (s->msg != NULL) {
+            slot_free(a, slot);
+            (void) scimq_client_nack(a->client, s->msg, 1, 0);
+            scimq_message_free(a->client, s->msg);
+            s->msg = NULL;
+            s->rank = -1;
+        }
     }
 }
 
@@ -282,25 +331,75 @@ settle(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c)
     s->rank = -1;
 }
 
-/* Gives back every message held for a rank that left. */
+/*
+ * Gives back every message held for a rank that left (BYE) or died (why
+ * says how it was noticed): requeued at once, for another rank or job.
+ */
 static void
-rank_gone(struct scimq_mpi_agent *a, int rank)
+rank_gone(struct scimq_mpi_agent *a, int rank, const char *why)
 {
+    unsigned int n = 0;
+
     for (uint32_t i = 0; i < a->nslots; i++) {
         struct agent_slot *s = &a->slots[i];
 
         if (s->msg != NULL && s->rank == rank) {
+            slot_free(a, i);
             (void) scimq_client_nack(a->client, s->msg, 1, 0);
             scimq_message_free(a->client, s->msg);
             s->msg = NULL;
             s->rank = -1;
+            n++;
         }
     }
+    if (why != NULL && !a->gone[rank])
+        SCIMQ_LOG_WARN(MPI,
+                       "agent: node rank %d (pid %ld) is dead (%s): %u "
+                       "message%s given back to the gateway",
+                       rank, (long) a->rank_pid[rank], why, n,
+                       n == 1 ? "" : "s");
     if (!a->gone[rank]) {
         a->gone[rank] = true;
         a->ngone++;
     }
     a->waiting[rank] = false;
+}
+
+/* A process that no longer runs: gone, or a zombie not yet reaped. */
+static bool
+pid_dead(pid_t pid)
+{
+    char path[64], buf[256], *p;
+    FILE *fp;
+    bool dead = false;
+
+    if (kill(pid, 0) != 0)
+        return errno == ESRCH;
+    snprintf(path, sizeof(path), "/proc/%ld/stat", (long) pid);
+    fp = fopen(path, "re");
+    if (fp == NULL)
+        return errno == ENOENT;
+    /* "pid (comm) S ...": the state follows the last ')'. */
+    if (fgets(buf, sizeof(buf), fp) != NULL && (p = strrchr(buf, ')')) &&
+        p[1] == ' ')
+        dead = p[2] == 'Z' || p[2] == 'X';
+    fclose(fp);
+    return dead;
+}
+
+/* Every LIVENESS_MS: the processes of the node's other ranks. */
+static void
+liveness(struct scimq_mpi_agent *a)
+{
+    uint64_t now = scimq__mpi_now_ns();
+
+    if (now < a->next_liveness_ns)
+        return;
+    a->next_liveness_ns = now + (uint64_t) LIVENESS_MS * 1000000u;
+    for (int r = 0; r < a->nranks; r++)
+        if (!a->gone[r] && a->rank_pid[r] > 0 && a->rank_pid[r] != getpid() &&
+            pid_dead(a->rank_pid[r]))
+            rank_gone(a, r, "its process ended");
 }
 
 static void
@@ -327,7 +426,7 @@ handle_ctrl(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c)
                                        c->lease_ms);
         break;
     case CTRL_BYE:
-        rank_gone(a, (int) c->rank);
+        rank_gone(a, (int) c->rank, NULL);
         break;
     default:
         break;
@@ -406,30 +505,8 @@ agent_main(void *arg)
 
     scimq__topo_bind_near_nic();
     while (!atomic_load(&a->stop) && a->ngone < a->nranks) {
-        struct scimq_fabric_cqe cqe[16];
-        bool busy = false;
-        int n = scimq__fabric_poll(&a->fab, cqe, 16);
+        bool busy = reap(a) > 0;
 
-        if (n < 0) {
-            /* A failed send to a rank that left: nothing to do. */
-            struct scimq_mpi_op *op = cqe[0].context;
-
-            if (op != NULL && op->kind == OP_SEND)
-                op->busy = false;
-            else if (op != NULL && op->kind == OP_RECV)
-                (void) scimq__fabric_recv(&a->fab, &op->msg, sizeof(op->msg),
-                                          a->ops_mr.desc, op);
-            continue;
-        }
-        for (int i = 0; i < n; i++) {
-            struct scimq_mpi_op *op = cqe[i].context;
-
-            busy = true;
-            if (op->kind == OP_SEND)
-                op->busy = false;
-            else if (op->kind == OP_RECV)
-                op->pending = true;
-        }
         /* Handle what arrived, here or while a send waited for room. */
         for (int i = 0; i < a->nrecv; i++) {
             struct scimq_mpi_op *op = &a->ops[i];
@@ -442,6 +519,7 @@ agent_main(void *arg)
                                       a->ops_mr.desc, op);
             busy = true;
         }
+        liveness(a);
         fetch(a);
         if (dispatch(a))
             busy = true;
@@ -501,14 +579,15 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
     a->slots = calloc(a->nslots, sizeof(*a->slots));
     a->ready = calloc(a->nslots, sizeof(*a->ready));
     a->rank_fa = calloc((size_t) a->nranks, sizeof(*a->rank_fa));
+    a->rank_pid = calloc((size_t) a->nranks, sizeof(*a->rank_pid));
     a->waiting = calloc((size_t) a->nranks, sizeof(bool));
     a->gone = calloc((size_t) a->nranks, sizeof(bool));
     a->nrecv = 2 * a->nranks;
     a->nsend = 2 * a->nranks;
     a->ops = calloc((size_t) (a->nrecv + a->nsend), sizeof(*a->ops));
     rc = SCIMQ_ENOMEM;
-    if (!a->slots || !a->ready || !a->rank_fa || !a->waiting || !a->gone ||
-        !a->ops)
+    if (!a->slots || !a->ready || !a->rank_fa || !a->rank_pid || !a->waiting ||
+        !a->gone || !a->ops)
         goto fail;
     for (uint32_t i = 0; i < a->nslots; i++)
         a->slots[i].rank = -1;
@@ -525,6 +604,9 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
     co.payload_alloc = slot_alloc;
     co.payload_release = slot_release;
     co.alloc_arg = a;
+    /* Long work is not redelivered; dead ranks are noticed (liveness). */
+    co.auto_extend = 1;
+    co.max_hold_ms = ctx->opt.max_hold_ms;
     rc = scimq_client_open(ctx->url, &co, &a->client);
     if (rc != 0) {
         SCIMQ_LOG_ERROR(MPI, "agent: cannot connect to %s: %s", ctx->url,
@@ -571,11 +653,12 @@ fail:
 
 int
 scimq__agent_start(struct scimq_mpi_agent *a, const uint8_t *addrs,
-                   size_t stride, int nranks)
+                   size_t stride, const int32_t *pids, int nranks)
 {
     int rc;
 
     for (int r = 0; r < nranks; r++) {
+        a->rank_pid[r] = (pid_t) pids[r];
         rc = scimq__fabric_av_insert(&a->fab, addrs + (size_t) r * stride,
                                      &a->rank_fa[r]);
         if (rc != 0)
@@ -632,6 +715,7 @@ scimq__agent_destroy(struct scimq_mpi_agent *a)
     free(a->slots);
     free(a->ready);
     free(a->rank_fa);
+    free(a->rank_pid);
     free(a->waiting);
     free(a->gone);
     free(a->ops);

@@ -76,6 +76,10 @@ options_resolve(scimq_mpi_t *ctx, const scimq_mpi_options_t *in)
             e != NULL && scimq__parse_size(e, &v) == 0 && v > 0 && v <= 64
                 ? (uint32_t) v
                 : 2;
+    e = getenv("SCIMQ_MPI_MAX_HOLD_MS");
+    if (ctx->opt.max_hold_ms == 0)
+        ctx->opt.max_hold_ms =
+            e != NULL && scimq__parse_size(e, &v) == 0 && v > 0 ? v : 3600000;
     e = env_or(ctx->opt.token_file, "SCIMQ_TOKEN_FILE", NULL);
     ctx->token_file = e != NULL ? strdup(e) : NULL;
     return ctx->provider != NULL ? 0 : SCIMQ_ENOMEM;
@@ -540,6 +544,7 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
 {
     scimq_mpi_t *ctx = calloc(1, sizeof(*ctx));
     uint8_t *addrs = NULL;
+    int32_t *pids = NULL, pid = (int32_t) getpid();
     int rc = 0, flag = 0;
 
     MPI_Initialized(&flag);
@@ -596,11 +601,15 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
     if (rc != 0)
         goto out;
 
-    /* Addresses: the agent learns its ranks', the ranks their agent's. */
+    /* Addresses: the agent learns its ranks', the ranks their agent's;
+     * and the agent its ranks' processes (liveness). */
     addrs = calloc((size_t) ctx->node_size, SCIMQ_FABRIC_ADDR_MAX);
-    if (addrs == NULL ||
+    pids = calloc((size_t) ctx->node_size, sizeof(*pids));
+    if (addrs == NULL || pids == NULL ||
         MPI_Gather(ctx->fab.addr, SCIMQ_FABRIC_ADDR_MAX, MPI_BYTE, addrs,
                    SCIMQ_FABRIC_ADDR_MAX, MPI_BYTE, 0,
+                   ctx->node_comm) != MPI_SUCCESS ||
+        MPI_Gather(&pid, 1, MPI_INT32_T, pids, 1, MPI_INT32_T, 0,
                    ctx->node_comm) != MPI_SUCCESS) {
         rc = SCIMQ_EMPI;
     }
@@ -609,11 +618,12 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
     for (int i = RANK_OP_RECV0; rc == 0 && i < RANK_OP_RECV0 + 2; i++)
         rc = repost_recv(ctx, &ctx->ops[i]);
     if (rc == 0 && ctx->node_rank == 0)
-        rc = scimq__agent_start(ctx->agent, addrs, SCIMQ_FABRIC_ADDR_MAX,
+        rc = scimq__agent_start(ctx->agent, addrs, SCIMQ_FABRIC_ADDR_MAX, pids,
                                 ctx->node_size);
     rc = agree(ctx->comm, rc);
 out:
     free(addrs);
+    free(pids);
     if (rc != 0) {
         if (ctx->agent != NULL) {
             scimq__agent_destroy(ctx->agent);

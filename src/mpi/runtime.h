@@ -76,6 +76,7 @@ struct scimq_mpi_op {
     struct fi_context2 fictx;
     int kind;     /* OP_RECV, OP_SEND, OP_READ */
     int index;    /* position in its array */
+    int peer;     /* agent sends: the node rank sent to */
     bool busy;    /* a send in flight */
     bool pending; /* a receive completed, not yet handled */
     struct scimq_mpi_ctrl msg;
@@ -127,9 +128,10 @@ struct scimq_mpi {
 /* Agent life cycle (node rank 0). */
 int scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
                         struct scimq_mpi_agent_info *info);
-/* Learns the ranks' addresses and starts the agent thread. */
+/* Learns the ranks' addresses and process ids (for the liveness check)
+ * and starts the agent thread. */
 int scimq__agent_start(struct scimq_mpi_agent *a, const uint8_t *addrs,
-                       size_t addr_stride, int nranks);
+                       size_t addr_stride, const int32_t *pids, int nranks);
 /* Waits for every rank's BYE (or stop), returns unassigned messages to the
  * gateway and frees the agent. */
 void scimq__agent_destroy(struct scimq_mpi_agent *a);

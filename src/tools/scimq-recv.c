@@ -52,6 +52,10 @@ usage(FILE *out)
             "message\n"
             "  --reject             give every message back (NACK, requeue)\n"
             "  --no-ack             never settle (leases expire)\n"
+            "  --no-extend          do not keep leases alive while a message "
+            "is held\n"
+            "  --max-hold MS        keep a lease alive this long at most "
+            "(3600000)\n"
             "  --linger S           stay connected S seconds before "
             "leaving\n" TOOL_COMMON_USAGE);
 }
@@ -74,10 +78,13 @@ main(int argc, char **argv)
         {"reject", no_argument, NULL, 'R'},
         {"no-ack", no_argument, NULL, 'N'},
         {"linger", required_argument, NULL, 'L'},
+        {"no-extend", no_argument, NULL, 'E'},
+        {"max-hold", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},
         TOOL_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
     struct tool_conn tc;
+    scimq_client_options_t co;
     struct scimq_seqset seqs = {0};
     scimq_client_t *c = NULL;
     const char *queue = NULL, *seq_log = NULL;
@@ -92,6 +99,9 @@ main(int argc, char **argv)
     int ch, rc = 0, log_fd = -1;
 
     tool_conn_init(&tc, RECV_NAME);
+    /* Work longer than the ack timeout (--process-ms) is not redelivered. */
+    scimq_client_options_default(&co);
+    co.auto_extend = 1;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (tool_conn_option(&tc, ch, optarg))
             continue;
@@ -138,6 +148,12 @@ main(int argc, char **argv)
         case 'L':
             linger = tool_parse_size(RECV_NAME, "--linger", optarg);
             break;
+        case 'E':
+            co.auto_extend = 0;
+            break;
+        case 'H':
+            co.max_hold_ms = tool_parse_size(RECV_NAME, "--max-hold", optarg);
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -157,7 +173,7 @@ main(int argc, char **argv)
             return 1;
         }
     }
-    rc = tool_conn_open(&tc, &c, NULL);
+    rc = tool_conn_open(&tc, &c, &co);
     if (rc != 0)
         goto out;
     /* Before the subscription, so that it precedes the first GET. */
@@ -263,6 +279,15 @@ out:
         }
         json_object_set_new(o, "redelivered",
                             json_integer((json_int_t) redelivered));
+        {
+            uint64_t ext = 0, late = 0;
+
+            if (c != NULL)
+                (void) scimq_client_lease_counters(c, &ext, &late);
+            json_object_set_new(o, "extends", json_integer((json_int_t) ext));
+            json_object_set_new(o, "late_acks",
+                                json_integer((json_int_t) late));
+        }
         json_object_set_new(
             o, "session_version",
             json_integer((json_int_t) scimq_client_session_version(c)));

@@ -77,6 +77,21 @@ typedef struct scimq_client_options {
     scimq_alloc_fn payload_alloc;     /**< NULL: malloc */
     scimq_release_fn payload_release; /**< NULL: free */
     void *alloc_arg;
+    /**
+     * Keep the leases of unsettled deliveries alive: from its arrival until
+     * it is acked, nacked or freed, each guaranteed delivery is extended
+     * (EXTEND, lease = the queue's ack timeout) every half ack timeout, so
+     * work longer than the ack timeout is not delivered again.  The ack
+     * timeout is learned from the gateway's STATS when a queue is
+     * subscribed.  0: off (the default).
+     */
+    int auto_extend;
+    /**
+     * auto_extend stops for a delivery held longer than this (then its
+     * lease runs out and it is delivered again: a hung consumer is still
+     * bounded); 0: no limit.  Default 3600000 (one hour).
+     */
+    uint64_t max_hold_ms;
 } scimq_client_options_t;
 
 /** Fills opts with the defaults documented above. */
@@ -223,7 +238,8 @@ SCIMQ_EXPORT int scimq_client_subscribe(scimq_client_t *c, const char *queue,
  * message is not left for another consumer that could take it.  The
  * first one per queue is logged as an error.
  *
- * eturn 0; SCIMQ_ENOENT (version 2, subscribed, no such queue);
+ *
+eturn 0; SCIMQ_ENOENT (version 2, subscribed, no such queue);
  *         SCIMQ_EINVAL; SCIMQ_ENOMEM; SCIMQ_ECONNRESET; SCIMQ_ECANCELED.
  */
 SCIMQ_EXPORT int scimq_client_limit(scimq_client_t *c, const char *queue,
@@ -262,6 +278,18 @@ SCIMQ_EXPORT int scimq_client_nack(scimq_client_t *c,
 SCIMQ_EXPORT int scimq_client_extend(scimq_client_t *c,
                                      const scimq_message_t *msg,
                                      uint32_t lease_ms);
+
+/**
+ * Lease counters of a handle: EXTENDs sent by auto_extend, and late
+ * settlements: ACKs (or NACKs) of deliveries whose lease had already
+ * expired as far as the library knows (its ack timeout passed without an
+ * extension, or the connection it came on was lost), so that the gateway
+ * has delivered or will deliver the message again.  Each late settlement
+ * is also logged (WARN).  Either pointer may be NULL.
+ */
+SCIMQ_EXPORT int scimq_client_lease_counters(scimq_client_t *c,
+                                             uint64_t *extends_p,
+                                             uint64_t *late_p);
 
 /**
  * Frees a message (its payload goes back to payload_release or free).

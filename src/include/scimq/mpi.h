@@ -56,6 +56,11 @@ typedef struct scimq_mpi_options {
     uint32_t slots_per_rank;
     /** Token file; NULL: $SCIMQ_TOKEN_FILE. */
     const char *token_file;
+    /** The agent keeps the lease of a message alive (EXTEND every half
+     *  ack timeout) while its rank is alive, for this long at most, then
+     *  lets it expire (a hung rank is bounded); 0: $SCIMQ_MPI_MAX_HOLD_MS,
+     *  else 3600000 (one hour). */
+    uint64_t max_hold_ms;
 } scimq_mpi_options_t;
 
 /** Fills opts with the defaults above. */
