@@ -63,6 +63,14 @@ enum scimq_param_type {
       "directory for spilled payloads; empty: no spilling")                    \
     X(GATEWAY_DISK_LIMIT, "gateway_disk_limit", SIZE, "16GiB",                 \
       "spill bytes; past it producers are back-pressured (TCP)")               \
+    X(GATEWAY_JOURNAL_DIR, "gateway_journal_dir", STR, "",                     \
+      "journal of guaranteed queues (survives restarts); empty: none")         \
+    X(GATEWAY_DURABILITY, "gateway_durability", STR, "sync",                   \
+      "with a journal, when PUT_OK goes: sync, batch or memory")               \
+    X(GATEWAY_JOURNAL_BATCH_MS, "gateway_journal_batch_ms", INT, "100",        \
+      "longest time a journal write waits for its sync (batch)")               \
+    X(GATEWAY_JOURNAL_SEGMENT, "gateway_journal_segment", SIZE, "256MiB",      \
+      "journal segment file size before the next one starts")                  \
     X(GATEWAY_TOKEN_FILE, "gateway_token_file", STR, "",                       \
       "shared-secret token file; empty: no authentication")                    \
     X(GATEWAY_ACK_TIMEOUT_MS, "gateway_ack_timeout_ms", INT, "60000",          \

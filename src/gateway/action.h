@@ -10,6 +10,7 @@
 #ifndef SCIMQ_GATEWAY_ACTION_H
 #define SCIMQ_GATEWAY_ACTION_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/log.h"
@@ -22,6 +23,7 @@ enum gw_action_kind {
     GW_ACT_EOS,     /* write an EOS frame */
     GW_ACT_ERROR,   /* write an ERROR frame (connection stays) */
     GW_ACT_RESUME,  /* a parked producer may retry its PUT */
+    GW_ACT_PUT_OK,  /* write a PUT_OK frame (a journaled message) */
     /* For a worker itself. */
     GW_ACT_STOP_LISTEN, /* draining: accept no more connections */
     GW_ACT_STOP,        /* say BYE, close everything, leave the loop */
@@ -29,12 +31,19 @@ enum gw_action_kind {
     GW_ACT_SPILL_WRITE,  /* write payload->data to its file */
     GW_ACT_SPILL_READ,   /* read its file into buf */
     GW_ACT_SPILL_UNLINK, /* remove the file of payload id */
+    /* For the journal thread. */
+    GW_ACT_JOURNAL_APPEND,   /* append buf (a record header), then payload */
+    GW_ACT_JOURNAL_READ,     /* read len bytes at (seg, off) into buf */
+    GW_ACT_JOURNAL_DROP,     /* delete segment seg: nothing in it is live */
+    GW_ACT_JOURNAL_TOPOLOGY, /* replace the queue topology file with text */
     /* For whoever carries the list out. */
     GW_ACT_LOG, /* a log line (code: level, attempt: subsystem) */
 };
 
 #define GW_ACT_FOR_SPILL(k)                                                    \
     ((k) >= GW_ACT_SPILL_WRITE && (k) <= GW_ACT_SPILL_UNLINK)
+#define GW_ACT_FOR_JOURNAL(k)                                                  \
+    ((k) >= GW_ACT_JOURNAL_APPEND && (k) <= GW_ACT_JOURNAL_TOPOLOGY)
 
 struct gw_action {
     enum gw_action_kind kind;
@@ -47,8 +56,14 @@ struct gw_action {
     struct gw_payload *payload; /* DELIVER (pinned), SPILL_WRITE/READ */
     uint64_t payload_id;        /* SPILL_*: names the file */
     uint64_t len;               /* SPILL_*: bytes */
-    uint8_t *buf;               /* SPILL_READ: pool memory to read into */
-    char *text; /* DELIVER/EOS: queue name; ERROR: message (owned) */
+    uint8_t *buf;      /* SPILL_READ, JOURNAL_READ: pool memory to read into;
+                          SPILL_WRITE: the data; JOURNAL_APPEND: the header */
+    uint32_t hdr_len;  /* JOURNAL_APPEND: bytes of buf */
+    uint64_t seq;      /* JOURNAL_APPEND: order of appends */
+    bool sync;         /* JOURNAL_APPEND: synced before it completes */
+    uint64_t seg, off; /* JOURNAL_*: segment and offset (APPEND: of the
+                          data, filled in by the journal) */
+    char *text;        /* DELIVER/EOS: queue name; ERROR: message (owned) */
     struct gw_action *next;
 };
 

@@ -16,6 +16,7 @@
 
 #include "broker.h"
 #include "dispatch.h"
+#include "durable.h"
 #include "lease.h"
 #include "queue.h"
 #include "records.h"
@@ -64,6 +65,11 @@ gw_broker_declare(struct gw_broker *b, uint64_t now,
     }
     gw_event_begin(b, now, out);
     q = gw_xcalloc(1, sizeof(*q));
+    q->qid = ++b->j.next_qid;
+    /* Guaranteed queues go to the journal when there is one. */
+    q->durability = b->j.on && a->kind == SCIMQ_PROTO_QUEUE_GUARANTEED
+                        ? b->j.durability
+                        : GW_DURABLE_MEMORY;
     q->name = gw_xstrndup(a->queue.ptr, a->queue.len);
     q->kind = a->kind;
     q->ack_timeout_ms = timeout;
@@ -86,6 +92,7 @@ gw_broker_declare(struct gw_broker *b, uint64_t now,
             "queue %s declared (%s, ack timeout %u ms)", q->name,
             q->kind ? "best-effort" : "guaranteed", timeout);
     *created_p = 1;
+    gw_durable_topology(b);
     gw_event_end(b);
     return 0;
 }
@@ -197,25 +204,32 @@ gw_broker_delete(struct gw_broker *b, uint64_t now,
     free(q->dead_letter);
     free(q);
     *discarded_p = n;
+    gw_durable_topology(b);
     gw_event_end(b);
     return 0;
 }
 
 int
-gw_broker_bind(struct gw_broker *b, const scimq_proto_str_t *queue,
-               const scimq_proto_str_t *target, bool bind)
+gw_broker_bind(struct gw_broker *b, uint64_t now,
+               const scimq_proto_str_t *queue, const scimq_proto_str_t *target,
+               bool bind, struct gw_actions *out)
 {
     struct gw_queue *q = gw_queue_find_str(b, queue);
     struct gw_queue *t = gw_queue_find_str(b, target);
     struct gw_binding **pp;
+    size_t n = 0;
 
     if (q == NULL || t == NULL)
         return SCIMQ_ENOENT;
     if (q == t)
         return SCIMQ_EINVAL;
-    for (pp = &q->bindings; *pp != NULL; pp = &(*pp)->next)
+    for (pp = &q->bindings; *pp != NULL; pp = &(*pp)->next) {
         if ((*pp)->target == t)
             break;
+        n++;
+    }
+    if (bind && *pp == NULL && n >= GW_MAX_BINDINGS)
+        return SCIMQ_ENOSPC; /* a PUT's fan-out is bounded */
     if (bind && *pp == NULL) {
         *pp = gw_xcalloc(1, sizeof(**pp));
         (*pp)->target = t;
@@ -227,6 +241,9 @@ gw_broker_bind(struct gw_broker *b, const scimq_proto_str_t *queue,
     } else if (!bind) {
         return SCIMQ_ENOENT;
     }
+    gw_event_begin(b, now, out);
+    gw_durable_topology(b);
+    gw_event_end(b);
     return 0;
 }
 
@@ -242,7 +259,10 @@ gw_broker_close_queue(struct gw_broker *b, uint64_t now,
     if (!q->closed)
         GW_NOTE(out, SCIMQ_LOG_INFO, QUEUE, "queue %s closed (end of stream)",
                 q->name);
-    q->closed = true;
+    if (!q->closed) {
+        q->closed = true;
+        gw_durable_topology(b);
+    }
     gw_queue_touch(b, q);
     gw_event_end(b);
     return 0;
@@ -268,10 +288,12 @@ gw_broker_move(struct gw_broker *b, uint64_t now,
         struct gw_msg *m = q->ready;
 
         gw_queue_unlink(q, m);
+        gw_durable_settle(b, m);
         q->bytes -= m->payload->len;
         m->queue = t;
         m->attempt = 0;
         m->state = GW_MSG_READY;
+        gw_durable_enqueue(b, m);
         DL_APPEND(t->ready, m);
         t->n_ready++;
         t->bytes += m->payload->len;

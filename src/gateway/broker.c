@@ -19,6 +19,7 @@
 #include "broker.h"
 #include "common/log.h"
 #include "dispatch.h"
+#include "durable.h"
 #include "lease.h"
 #include "queue.h"
 #include "records.h"
@@ -49,10 +50,12 @@ gw_broker_new(const struct gw_broker_settings *set, struct gw_broker **b_p)
     if (b == NULL)
         return SCIMQ_ENOMEM;
     b->set = *set;
+    b->j.on = set->journal;
+    b->j.durability = (enum gw_durability) set->durability;
     gw_heap_init(&b->leases);
     gw_heap_init(&b->delays);
     rc = gw_store_init(&b->store, set->memory_limit, set->chunk_size,
-                       set->spill, set->disk_limit);
+                       set->spill, set->journal, set->disk_limit);
     if (rc != 0) {
         gw_store_fini(&b->store);
         free(b);
@@ -86,6 +89,14 @@ gw_broker_free(struct gw_broker *b)
 
     if (b == NULL)
         return;
+    /* What is still queued stays in the journal for the next start. */
+    b->j.on = false;
+    while (b->j.confirms != NULL) {
+        struct gw_confirm *c = b->j.confirms;
+
+        b->j.confirms = c->next;
+        free(c);
+    }
     gw_event_begin(b, b->now, &dropped);
     HASH_ITER(hh, b->sessions, s, st)
     {
@@ -318,30 +329,37 @@ gw_broker_put_begin(struct gw_broker *b, uint64_t now, uint64_t conn_id,
 }
 
 int
-gw_broker_put_commit(struct gw_broker *b, uint64_t now,
-                     const scimq_proto_frame_t *f, struct gw_payload *pl,
-                     uint64_t *msg_id_p, struct gw_actions *out)
+gw_broker_put_commit(struct gw_broker *b, uint64_t now, uint64_t conn_id,
+                     int worker, const scimq_proto_frame_t *f,
+                     struct gw_payload *pl, uint64_t *msg_id_p,
+                     bool *deferred_p, struct gw_actions *out)
 {
+    struct gw_msg *msgs[1 + GW_MAX_BINDINGS];
     struct gw_queue *q;
-    struct gw_msg *m;
+    size_t n = 0;
     int rc;
 
+    *deferred_p = false;
     gw_event_begin(b, now, out);
     q = gw_queue_find_str(b, &f->args.queue.queue);
     /* The queue may have been deleted or closed while the payload came. */
     rc = q == NULL ? SCIMQ_ENOENT : gw_queue_put_check(q, pl->len);
     if (rc == 0) {
         gw_queue_make_room(b, q, pl->len);
-        m = gw_queue_append(b, q, pl);
+        msgs[n++] = gw_queue_append(b, q, pl);
         q->c.put++;
         q->c.put_bytes += pl->len;
-        *msg_id_p = m->id;
+        *msg_id_p = msgs[0]->id;
         for (struct gw_binding *bd = q->bindings; bd != NULL; bd = bd->next) {
             gw_queue_make_room(b, bd->target, pl->len);
-            gw_queue_append(b, bd->target, pl); /* shared payload, no copy */
+            /* Shared payload, no copy. */
+            msgs[n++] = gw_queue_append(b, bd->target, pl);
             bd->target->c.put++;
             bd->target->c.put_bytes += pl->len;
         }
+        *deferred_p =
+            gw_durable_put(b, pl, msgs, n, worker, conn_id, f->request_id,
+                           (f->flags & SCIMQ_PROTO_F_CONFIRM) != 0);
         gw_store_committed(&b->store, pl, out);
     }
     /* The connection's pin ends here; messages hold references now. */
@@ -520,6 +538,8 @@ gw_broker_spill_done(struct gw_broker *b, uint64_t now,
     gw_event_begin(b, now, out);
     if (job->kind == GW_ACT_SPILL_WRITE) {
         gw_store_spilled(&b->store, pl, rc, now, out);
+    } else if (job->kind == GW_ACT_JOURNAL_APPEND) {
+        gw_durable_appended(b, job, rc);
     } else if (gw_store_loaded(&b->store, pl, rc, now, out)) {
         gw_dispatch_loaded(b, pl);
     }

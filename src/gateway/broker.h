@@ -31,7 +31,9 @@ struct gw_broker_settings {
     uint64_t memory_limit;   /* payload memory (the pool) */
     uint64_t chunk_size;     /* pool chunk, a power of two */
     bool spill;              /* a spill directory exists */
-    uint64_t disk_limit;     /* spill bytes */
+    uint64_t disk_limit;     /* spill bytes; journal bytes */
+    bool journal;            /* a journal directory exists */
+    uint8_t durability;      /* of guaranteed queues (enum gw_durability) */
 };
 
 /* Returns 0 or SCIMQ_ENOMEM / SCIMQ_EINVAL (bad pool geometry). */
@@ -73,11 +75,16 @@ void gw_broker_stream_down(struct gw_broker *b, uint64_t now, uint64_t conn_id,
 int gw_broker_put_begin(struct gw_broker *b, uint64_t now, uint64_t conn_id,
                         int worker, const scimq_proto_frame_t *f,
                         struct gw_payload **pl_p, struct gw_actions *out);
-/* Payload received: queues the message (and its bound copies); the
- * connection's pin ends, whatever the result. */
-int gw_broker_put_commit(struct gw_broker *b, uint64_t now,
-                         const scimq_proto_frame_t *f, struct gw_payload *pl,
-                         uint64_t *msg_id_p, struct gw_actions *out);
+/*
+ * Payload received: queues the message (and its bound copies); the
+ * connection's pin ends, whatever the result.  *deferred_p is set when the
+ * PUT_OK waits for the journal: the broker emits it (GW_ACT_PUT_OK), or an
+ * ERROR, for conn_id on worker later; otherwise the caller confirms.
+ */
+int gw_broker_put_commit(struct gw_broker *b, uint64_t now, uint64_t conn_id,
+                         int worker, const scimq_proto_frame_t *f,
+                         struct gw_payload *pl, uint64_t *msg_id_p,
+                         bool *deferred_p, struct gw_actions *out);
 /* The frame failed or its connection closed before the payload was in. */
 void gw_broker_put_abort(struct gw_broker *b, uint64_t now,
                          struct gw_payload *pl, struct gw_actions *out);
@@ -100,7 +107,8 @@ void gw_broker_written(struct gw_broker *b, uint64_t now, uint64_t conn_id,
                        struct gw_payload *pl, uint64_t bytes,
                        struct gw_actions *out);
 
-/* A GW_ACT_SPILL_WRITE or _READ action finished with rc. */
+/* A GW_ACT_SPILL_WRITE / _READ or GW_ACT_JOURNAL_APPEND / _READ action
+ * finished with rc. */
 void gw_broker_spill_done(struct gw_broker *b, uint64_t now,
                           const struct gw_action *job, int rc,
                           struct gw_actions *out);
@@ -120,8 +128,10 @@ int gw_broker_declare(struct gw_broker *b, uint64_t now,
 int gw_broker_delete(struct gw_broker *b, uint64_t now,
                      const scimq_proto_str_t *name, uint64_t *discarded_p,
                      struct gw_actions *out);
-int gw_broker_bind(struct gw_broker *b, const scimq_proto_str_t *queue,
-                   const scimq_proto_str_t *target, bool bind);
+int gw_broker_bind(struct gw_broker *b, uint64_t now,
+                   const scimq_proto_str_t *queue,
+                   const scimq_proto_str_t *target, bool bind,
+                   struct gw_actions *out);
 int gw_broker_close_queue(struct gw_broker *b, uint64_t now,
                           const scimq_proto_str_t *name,
                           struct gw_actions *out);
@@ -129,5 +139,57 @@ int gw_broker_move(struct gw_broker *b, uint64_t now,
                    const scimq_proto_str_t *queue,
                    const scimq_proto_str_t *target, uint64_t max,
                    uint64_t *moved_p, struct gw_actions *out);
+
+/* ------------------------------------------------------------------------ */
+/* Recovery (restore.c): the journal's contents, before the gateway serves.  */
+/* ------------------------------------------------------------------------ */
+
+struct gw_restored_queue {
+    uint64_t qid;
+    const char *name, *dead_letter;
+    int kind;
+    uint32_t ack_timeout_ms, max_attempts;
+    uint64_t max_bytes;
+    bool closed;
+    uint8_t durability;
+};
+
+struct gw_restored_block {
+    const char *name;
+    uint32_t name_len;
+    uint64_t len;
+};
+
+struct gw_restored_segment {
+    uint64_t seg, bytes;
+};
+
+struct gw_restore_totals {
+    uint64_t next_qid, next_msg_id, next_payload_id;
+    const struct gw_restored_segment *segments; /* every segment, in order */
+    uint64_t n_segments;
+    uint64_t first_new_segment; /* where new records go */
+    uint64_t truncated_bytes;
+};
+
+/* Between these two, the restore calls; out gets the deletions of the
+ * segments that hold nothing live. */
+void gw_broker_restore_begin(struct gw_broker *b, struct gw_actions *out);
+void gw_broker_restore_end(struct gw_broker *b,
+                           const struct gw_restore_totals *t);
+int gw_broker_restore_queue(struct gw_broker *b,
+                            const struct gw_restored_queue *q);
+int gw_broker_restore_binding(struct gw_broker *b, uint64_t qid,
+                              uint64_t target);
+bool gw_broker_restore_has_queue(struct gw_broker *b, uint64_t qid);
+/* A payload of live messages; its bytes stay in segment seg at off. */
+struct gw_payload *
+gw_broker_restore_payload(struct gw_broker *b, uint64_t payload_id,
+                          const struct gw_restored_block *blocks,
+                          uint32_t block_count, uint64_t len, uint64_t seg,
+                          uint64_t off);
+/* A ready message of queue qid (call in message-id order per queue). */
+int gw_broker_restore_msg(struct gw_broker *b, uint64_t qid, uint64_t msg_id,
+                          struct gw_payload *pl, uint32_t attempt);
 
 #endif /* SCIMQ_GATEWAY_BROKER_H */

@@ -322,7 +322,18 @@ gw_conn_action(struct gw_conn_host *host, struct gw_action *a)
         break;
     case GW_ACT_ERROR:
         if (c != NULL)
-            gw_conn_send_error(c, a->request_id, a->code, a->text);
+            gw_conn_send_error(c, a->request_id, a->code,
+                               a->text != NULL ? a->text
+                                               : scimq_strerror(a->code));
+        break;
+    case GW_ACT_PUT_OK:
+        if (c != NULL) {
+            scimq_proto_frame_t f = {.opcode = SCIMQ_PROTO_OP_PUT_OK,
+                                     .request_id = a->request_id};
+
+            f.args.put_ok.msg_id = a->msg_id;
+            (void) gw_conn_send(c, &f, NULL, 0, NULL);
+        }
         break;
     case GW_ACT_RESUME:
         if (c != NULL && c->parked) {

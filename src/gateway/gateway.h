@@ -38,6 +38,10 @@ struct gw_options {
     uint64_t chunk_size;
     bool prefault;
     const char *spill_dir;
+    const char *journal_dir;
+    uint8_t durability; /* enum gw_durability (records.h) */
+    uint32_t journal_batch_ms;
+    uint64_t journal_segment;
     uint64_t disk_limit;
     uint8_t *token; /* NULL: no authentication */
     size_t token_len;

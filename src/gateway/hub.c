@@ -68,15 +68,19 @@ gw_hub_route(struct gw_hub *h, int self, struct gw_actions *out)
         if (a->kind == GW_ACT_LOG) {
             gw_note_write(a);
             gw_action_free(a);
-        } else if (GW_ACT_FOR_SPILL(a->kind)) {
-            if (h->spill != NULL) {
-                gw_spill_submit(h->spill, a);
-            } else {
-                /* Only after the spill thread stopped, at exit. */
-                if (a->kind != GW_ACT_SPILL_UNLINK)
-                    gw_hub_spill_done(h, a, SCIMQ_ESHUTDOWN);
-                gw_action_free(a);
-            }
+        } else if (GW_ACT_FOR_SPILL(a->kind) && h->spill != NULL) {
+            gw_spill_submit(h->spill, a);
+        } else if (GW_ACT_FOR_JOURNAL(a->kind) && h->journal != NULL) {
+            gw_journal_submit(h->journal, a);
+        } else if (GW_ACT_FOR_SPILL(a->kind) || GW_ACT_FOR_JOURNAL(a->kind)) {
+            /* Only after the thread stopped, at exit: what the job holds
+             * goes back. */
+            if (a->kind == GW_ACT_SPILL_WRITE || a->kind == GW_ACT_SPILL_READ ||
+                a->kind == GW_ACT_JOURNAL_APPEND ||
+                a->kind == GW_ACT_JOURNAL_READ)
+                gw_hub_io_done(h, a, SCIMQ_ESHUTDOWN);
+            free(a->kind == GW_ACT_JOURNAL_APPEND ? a->buf : NULL);
+            gw_action_free(a);
         } else if (a->worker >= 0 && a->worker < h->n_mailboxes &&
                    (a->worker == self
                         ? gw_mailbox_defer(h->mailboxes[a->worker], a)
@@ -89,7 +93,7 @@ gw_hub_route(struct gw_hub *h, int self, struct gw_actions *out)
 }
 
 void
-gw_hub_spill_done(void *arg, struct gw_action *job, int rc)
+gw_hub_io_done(void *arg, struct gw_action *job, int rc)
 {
     struct gw_hub *h = arg;
     struct gw_actions out = {NULL, NULL};
@@ -146,12 +150,14 @@ gw_hub_put_begin(struct gw_hub *h, int self, uint64_t conn_id,
 }
 
 int
-gw_hub_put_commit(struct gw_hub *h, int self, const scimq_proto_frame_t *f,
-                  struct gw_payload *pl, uint64_t *msg_id_p)
+gw_hub_put_commit(struct gw_hub *h, int self, uint64_t conn_id,
+                  const scimq_proto_frame_t *f, struct gw_payload *pl,
+                  uint64_t *msg_id_p, bool *deferred_p)
 {
     struct gw_actions out = {NULL, NULL};
     uint64_t now = enter(h);
-    int rc = gw_broker_put_commit(h->broker, now, f, pl, msg_id_p, &out);
+    int rc = gw_broker_put_commit(h->broker, now, conn_id, self, f, pl,
+                                  msg_id_p, deferred_p, &out);
 
     leave(h, self, &out);
     return rc;
@@ -276,14 +282,14 @@ gw_hub_delete(struct gw_hub *h, int self, const scimq_proto_str_t *name,
 }
 
 int
-gw_hub_bind(struct gw_hub *h, const scimq_proto_str_t *queue,
+gw_hub_bind(struct gw_hub *h, int self, const scimq_proto_str_t *queue,
             const scimq_proto_str_t *target, bool bind)
 {
-    int rc;
+    struct gw_actions out = {NULL, NULL};
+    uint64_t now = enter(h);
+    int rc = gw_broker_bind(h->broker, now, queue, target, bind, &out);
 
-    pthread_mutex_lock(&h->lock);
-    rc = gw_broker_bind(h->broker, queue, target, bind);
-    pthread_mutex_unlock(&h->lock);
+    leave(h, self, &out);
     return rc;
 }
 

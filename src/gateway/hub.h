@@ -23,6 +23,7 @@
 #include "action.h"
 #include "broker.h"
 #include "mailbox.h"
+#include "journal.h"
 #include "spill.h"
 
 struct gw_hub {
@@ -30,7 +31,8 @@ struct gw_hub {
     struct gw_broker *broker;
     struct gw_mailbox **mailboxes; /* one per worker */
     int n_mailboxes;
-    struct gw_spill *spill; /* NULL: no spill directory */
+    struct gw_spill *spill;     /* NULL: no spill directory */
+    struct gw_journal *journal; /* NULL: no journal directory */
 };
 
 /* Milliseconds on CLOCK_MONOTONIC. */
@@ -48,8 +50,9 @@ void gw_hub_destroy(struct gw_hub *h);
 /* Where worker actions go; set before the workers run. */
 void gw_hub_attach(struct gw_hub *h, struct gw_mailbox **mailboxes, int n);
 
-/* The spill thread's completion callback (gw_spill_done_fn); arg: hub. */
-void gw_hub_spill_done(void *arg, struct gw_action *job, int rc);
+/* The spill and journal threads' completion callback (gw_spill_done_fn,
+ * gw_journal_done_fn); arg: the hub. */
+void gw_hub_io_done(void *arg, struct gw_action *job, int rc);
 
 /* Runs a list of actions produced outside the hub (e.g. dropped ones). */
 void gw_hub_route(struct gw_hub *h, int self, struct gw_actions *out);
@@ -63,8 +66,9 @@ int gw_hub_hello(struct gw_hub *h, int self, uint64_t conn_id,
 void gw_hub_stream_down(struct gw_hub *h, int self, uint64_t conn_id);
 int gw_hub_put_begin(struct gw_hub *h, int self, uint64_t conn_id,
                      const scimq_proto_frame_t *f, struct gw_payload **pl_p);
-int gw_hub_put_commit(struct gw_hub *h, int self, const scimq_proto_frame_t *f,
-                      struct gw_payload *pl, uint64_t *msg_id_p);
+int gw_hub_put_commit(struct gw_hub *h, int self, uint64_t conn_id,
+                      const scimq_proto_frame_t *f, struct gw_payload *pl,
+                      uint64_t *msg_id_p, bool *deferred_p);
 void gw_hub_put_abort(struct gw_hub *h, int self, struct gw_payload *pl);
 void gw_hub_unpark(struct gw_hub *h, uint64_t conn_id);
 int gw_hub_get(struct gw_hub *h, int self, uint64_t conn_id,
@@ -84,7 +88,7 @@ int gw_hub_declare(struct gw_hub *h, int self, const scimq_proto_frame_t *f,
                    uint64_t *created_p);
 int gw_hub_delete(struct gw_hub *h, int self, const scimq_proto_str_t *name,
                   uint64_t *discarded_p);
-int gw_hub_bind(struct gw_hub *h, const scimq_proto_str_t *queue,
+int gw_hub_bind(struct gw_hub *h, int self, const scimq_proto_str_t *queue,
                 const scimq_proto_str_t *target, bool bind);
 int gw_hub_close_queue(struct gw_hub *h, int self,
                        const scimq_proto_str_t *name);

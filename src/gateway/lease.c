@@ -7,6 +7,7 @@
 
 #include <utlist.h>
 
+#include "durable.h"
 #include "lease.h"
 #include "queue.h"
 
@@ -21,6 +22,7 @@ gw_lease_begin(struct gw_broker *b, struct gw_consumer *c, struct gw_msg *m,
 
     gw_queue_unlink(q, m);
     m->attempt++;
+    gw_durable_attempt(b, m);
     d->id = ++b->next_delivery_id;
     d->msg = m;
     d->session = s;

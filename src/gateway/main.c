@@ -31,6 +31,7 @@
 #include "common/net.h"
 #include "common/param.h"
 #include "common/topo.h"
+#include "recovery.h"
 #include "report.h"
 #include "spill.h"
 #include "worker.h"
@@ -40,6 +41,8 @@ static const struct option options[] = {
     {"port-file", required_argument, NULL, 'p'},
     {"memory-limit", required_argument, NULL, 'm'},
     {"spill-dir", required_argument, NULL, 's'},
+    {"journal-dir", required_argument, NULL, 'j'},
+    {"durability", required_argument, NULL, 'D'},
     {"disk-limit", required_argument, NULL, 'd'},
     {"token-file", required_argument, NULL, 't'},
     {"config", required_argument, NULL, 'c'},
@@ -63,6 +66,11 @@ usage(FILE *out)
             "  --port-file FILE       write HOST:PORT there once listening\n"
             "  --memory-limit SIZE    payload memory before spilling (1GiB)\n"
             "  --spill-dir DIR        where payloads spill (default: none)\n"
+            "  --journal-dir DIR      journal: guaranteed queues survive a\n"
+            "                         restart or crash (default: none)\n"
+            "  --durability MODE      with a journal: PUT_OK after sync\n"
+            "                         (default), batch (synced within\n"
+            "                         gateway_journal_batch_ms) or memory\n"
             "  --disk-limit SIZE      spill space before back-pressure "
             "(16GiB)\n"
             "  --token-file FILE      shared secret; clients must "
@@ -95,6 +103,10 @@ flag_param(int c)
         return "gateway_memory_limit";
     case 's':
         return "gateway_spill_dir";
+    case 'j':
+        return "gateway_journal_dir";
+    case 'D':
+        return "gateway_durability";
     case 'd':
         return "gateway_disk_limit";
     case 't':
@@ -222,6 +234,31 @@ options_load(struct gw_options *o)
     o->chunk_size = scimq__param_size(SCIMQ_PARAM_GATEWAY_CHUNK_SIZE);
     o->prefault = scimq__param_bool(SCIMQ_PARAM_GATEWAY_PREFAULT);
     o->spill_dir = scimq__param_str(SCIMQ_PARAM_GATEWAY_SPILL_DIR);
+    o->journal_dir = scimq__param_str(SCIMQ_PARAM_GATEWAY_JOURNAL_DIR);
+    o->journal_batch_ms =
+        (uint32_t) scimq__param_int(SCIMQ_PARAM_GATEWAY_JOURNAL_BATCH_MS);
+    o->journal_segment = scimq__param_size(SCIMQ_PARAM_GATEWAY_JOURNAL_SEGMENT);
+    {
+        const char *d = scimq__param_str(SCIMQ_PARAM_GATEWAY_DURABILITY);
+
+        if (strcmp(d, "sync") == 0) {
+            o->durability = 2;
+        } else if (strcmp(d, "batch") == 0) {
+            o->durability = 1;
+        } else if (strcmp(d, "memory") == 0) {
+            o->durability = 0;
+        } else {
+            fprintf(stderr,
+                    "scimq-gateway: durability '%s': sync, batch or "
+                    "memory\n",
+                    d);
+            return 2;
+        }
+    }
+    if (o->journal_segment < (1u << 20)) {
+        fprintf(stderr, "scimq-gateway: journal segments of at least 1 MiB\n");
+        return 2;
+    }
     o->disk_limit = scimq__param_size(SCIMQ_PARAM_GATEWAY_DISK_LIMIT);
     o->ack_timeout_ms =
         (uint32_t) scimq__param_int(SCIMQ_PARAM_GATEWAY_ACK_TIMEOUT_MS);
@@ -395,7 +432,12 @@ core_start(struct gateway *gw)
         .chunk_size = gw->opt.chunk_size,
         .spill = gw->opt.spill_dir != NULL && gw->opt.spill_dir[0] != '\0',
         .disk_limit = gw->opt.disk_limit,
+        .journal =
+            gw->opt.journal_dir != NULL && gw->opt.journal_dir[0] != '\0',
+        .durability = gw->opt.durability,
     };
+    struct gw_actions drops = {NULL, NULL};
+    struct gw_recovery_report rep;
     struct gw_broker *b;
     int rc = gw_broker_new(&set, &b);
 
@@ -408,13 +450,37 @@ core_start(struct gateway *gw)
     }
     gw_hub_init(&gw->hub, b);
     if (set.spill) {
-        rc = gw_spill_start(gw->opt.spill_dir, gw_hub_spill_done, &gw->hub,
+        rc = gw_spill_start(gw->opt.spill_dir, gw_hub_io_done, &gw->hub,
                             &gw->hub.spill);
         if (rc != 0) {
             gw_broker_free(b);
             gw_hub_destroy(&gw->hub);
             return rc;
         }
+    }
+    if (set.journal) {
+        rc = gw_recover(gw->opt.journal_dir, b, &drops, &rep);
+        if (rc == 0)
+            rc = gw_journal_start(gw->opt.journal_dir, rep.next_segment,
+                                  gw->opt.journal_segment,
+                                  gw->opt.journal_batch_ms, gw_hub_io_done,
+                                  &gw->hub, &gw->hub.journal);
+        if (rc != 0) {
+            fprintf(stderr, "scimq-gateway: journal %s: %s\n",
+                    gw->opt.journal_dir, scimq_strerror(rc));
+            gw_spill_stop(gw->hub.spill);
+            gw_broker_free(b);
+            gw_hub_destroy(&gw->hub);
+            return rc;
+        }
+        SCIMQ_LOG_WARN(GATEWAY,
+                       "journal %s: recovered %" PRIu64 " messages (%" PRIu64
+                       " B) from %" PRIu64 " segments; %" PRIu64
+                       " damaged bytes cut",
+                       gw->opt.journal_dir, rep.messages, rep.bytes,
+                       rep.segments, rep.truncated_bytes);
+        /* Segments with nothing left in them go now. */
+        gw_hub_route(&gw->hub, -1, &drops);
     }
     if (gw->opt.prefault && gw_broker_prefault(b) != 0)
         SCIMQ_LOG_WARN(GATEWAY, "payload memory is not pre-faulted");
@@ -426,6 +492,9 @@ core_stop(struct gateway *gw)
 {
     gw_spill_stop(gw->hub.spill);
     gw->hub.spill = NULL;
+    /* What is queued for the journal is written and synced first. */
+    gw_journal_stop(gw->hub.journal);
+    gw->hub.journal = NULL;
 }
 
 static void
@@ -486,11 +555,12 @@ main(int argc, char **argv)
     }
     fprintf(stderr,
             "scimq-gateway %s listening on %s:%u (%d workers, memory limit "
-            "%" PRIu64 " B, spill %s, auth %s)\n",
+            "%" PRIu64 " B, spill %s, journal %s, auth %s)\n",
             scimq_version_string(),
             gw.opt.listen_host[0] ? gw.opt.listen_host : "*", port,
             gw.n_workers, gw.opt.memory_limit,
             gw.hub.spill ? gw.opt.spill_dir : "off",
+            gw.hub.journal ? gw.opt.journal_dir : "off",
             gw.opt.token ? "token" : "none");
 
     if (m.exit_code == 0)

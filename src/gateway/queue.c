@@ -16,6 +16,7 @@
 
 #include <scimq/error.h>
 
+#include "durable.h"
 #include "queue.h"
 #include "store.h"
 
@@ -106,6 +107,7 @@ gw_queue_lease(struct gw_queue *q, struct gw_msg *m)
 void
 gw_queue_msg_free(struct gw_broker *b, struct gw_msg *m)
 {
+    gw_durable_settle(b, m);
     m->queue->bytes -= m->payload->len;
     gw_heap_remove(&b->delays, &m->delay);
     gw_store_unref(&b->store, m->payload, b->out);
@@ -131,7 +133,7 @@ gw_queue_dead_letter(struct gw_broker *b, struct gw_msg *m,
     if (why == GW_DEAD_TOO_LARGE)
         q->c.too_large++;
     if (dlq != NULL && dlq != q) {
-        gw_queue_append(b, dlq, m->payload);
+        gw_durable_enqueue(b, gw_queue_append(b, dlq, m->payload));
         dlq->c.put++;
         dlq->c.put_bytes += m->payload->len;
         GW_NOTE_SPARSE(b->out, SCIMQ_LOG_WARN, QUEUE, 10000,

@@ -46,6 +46,13 @@ enum gw_payload_where {
     GW_PL_LOADING   /* data = the buffer being read into */
 };
 
+/* Is the payload's MSG record in the journal? */
+enum gw_payload_journal {
+    GW_PLJ_NONE,    /* no (memory queues only, or not yet) */
+    GW_PLJ_PENDING, /* appended, not written yet (the append pins it) */
+    GW_PLJ_DONE     /* written: data readable at (seg, off) */
+};
+
 struct gw_payload {
     uint64_t id;
     uint64_t len;
@@ -55,6 +62,8 @@ struct gw_payload {
     uint8_t *data; /* pool memory while resident */
     enum gw_payload_where where;
     bool has_file;                          /* a complete spill file exists */
+    enum gw_payload_journal journal;        /* its MSG record */
+    uint64_t seg, off;                      /* GW_PLJ_DONE: where its data is */
     bool load_queued;                       /* waits for memory to load */
     uint32_t refs;                          /* messages using it */
     uint32_t pins;                          /* frames being written from it */
@@ -115,7 +124,24 @@ struct gw_binding {
     struct gw_binding *next;
 };
 
+/* When a PUT_OK is sent, for a queue (doc/scimp.md, PUT). */
+enum gw_durability {
+    GW_DURABLE_MEMORY, /* at once: in the gateway's memory */
+    GW_DURABLE_BATCH,  /* once journaled; synced within the batch interval */
+    GW_DURABLE_SYNC    /* once journaled and synced (fdatasync) */
+};
+
+static inline const char *
+gw_durability_name(enum gw_durability d)
+{
+    return d == GW_DURABLE_SYNC    ? "sync"
+           : d == GW_DURABLE_BATCH ? "batch"
+                                   : "memory";
+}
+
 struct gw_queue {
+    uint64_t qid; /* never reused: names it in the journal */
+    enum gw_durability durability;
     char *name;
     enum scimq_proto_queue_kind kind;
     uint32_t ack_timeout_ms;
@@ -138,6 +164,8 @@ struct gw_queue {
 };
 
 #define GW_MAX_STREAMS 64
+/* Queues bound to one queue (a PUT's fan-out, journaled in one record). */
+#define GW_MAX_BINDINGS 255
 
 /* A session's credit and state on one queue. */
 struct gw_consumer {
@@ -201,8 +229,23 @@ struct gw_store_counters {
     uint64_t parked_total; /* PUTs that had to wait for memory */
 };
 
+/* A journal segment, as the store counts it. */
+struct gw_segment {
+    uint64_t seg;
+    uint64_t bytes;          /* records in it */
+    uint64_t live;           /* payloads whose data is in it */
+    struct gw_segment *next; /* oldest first */
+};
+
 struct gw_store {
     struct gw_pool pool;
+    bool journal;                /* payloads may live in the journal */
+    uint64_t j_active;           /* the segment being written */
+    uint64_t j_bytes;            /* in all segments */
+    struct gw_segment *segments; /* oldest first */
+    struct gw_segment *segments_tail;
+    uint64_t dropped_segments;
+    bool restoring;      /* recovery: no segment is dropped yet */
     bool spill;          /* a spill directory is configured */
     uint64_t disk_limit; /* bytes of spill files */
     uint64_t disk_used, spill_files;
@@ -217,6 +260,30 @@ struct gw_store {
     struct gw_parked *parked;
     size_t n_parked, cap_parked;
     struct gw_store_counters c;
+};
+
+/* A PUT_OK that waits for its MSG record (durable queues). */
+struct gw_confirm {
+    uint64_t seq; /* of the append */
+    int worker;
+    uint64_t conn_id, request_id, msg_id;
+    bool reply; /* the producer asked for PUT_OK (CONFIRM) */
+    struct gw_confirm *next;
+};
+
+struct gw_journal_counters {
+    uint64_t appends, append_bytes, append_errors, syncs_waited;
+    uint64_t recovered_messages, recovered_bytes, recovered_queues;
+    uint64_t recovered_segments, truncated_bytes, dropped_segments;
+};
+
+struct gw_journal_state {
+    bool on;                       /* a journal directory exists */
+    enum gw_durability durability; /* of guaranteed queues */
+    uint64_t seq;                  /* appends so far */
+    uint64_t next_qid;
+    struct gw_confirm *confirms, *confirms_tail;
+    struct gw_journal_counters c;
 };
 
 struct gw_broker {
@@ -234,6 +301,7 @@ struct gw_broker {
     uint64_t next_msg_id, next_delivery_id;
     uint64_t settlements_ignored;
     bool draining; /* PUTs refused */
+    struct gw_journal_state j;
 };
 
 /* Every event of the broker runs between these two: the clock and the

@@ -201,6 +201,7 @@ handle_put(struct gw_conn *c, const scimq_proto_frame_t *f)
     struct gw_hub *hub = &c->gw->hub;
     struct gw_payload *pl = c->pl;
     uint64_t msg_id = 0;
+    bool deferred = false;
     int rc = c->put_err;
 
     c->pl = NULL;
@@ -216,12 +217,14 @@ handle_put(struct gw_conn *c, const scimq_proto_frame_t *f)
         }
     }
     if (rc == 0)
-        rc = gw_hub_put_commit(hub, c->host->index, f, pl, &msg_id);
+        rc = gw_hub_put_commit(hub, c->host->index, c->id, f, pl, &msg_id,
+                               &deferred);
     if (rc != 0) {
         gw_conn_send_error(c, f->request_id, rc, scimq_strerror(rc));
         return;
     }
-    if (f->flags & SCIMQ_PROTO_F_CONFIRM) {
+    /* Durable queues: the PUT_OK comes with the journal (GW_ACT_PUT_OK). */
+    if ((f->flags & SCIMQ_PROTO_F_CONFIRM) && !deferred) {
         scimq_proto_frame_t ok = {.opcode = SCIMQ_PROTO_OP_PUT_OK,
                                   .request_id = f->request_id};
 
@@ -257,7 +260,7 @@ handle_admin(struct gw_conn *c, const scimq_proto_frame_t *f)
         break;
     case SCIMQ_PROTO_OP_QUEUE_BIND:
     case SCIMQ_PROTO_OP_QUEUE_UNBIND:
-        rc = gw_hub_bind(hub, &f->args.pair.queue, &f->args.pair.target,
+        rc = gw_hub_bind(hub, self, &f->args.pair.queue, &f->args.pair.target,
                          f->opcode == SCIMQ_PROTO_OP_QUEUE_BIND);
         break;
     default: /* QUEUE_MOVE */

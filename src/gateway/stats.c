@@ -50,6 +50,7 @@ gw_stats_snapshot(const struct gw_broker *b, enum gw_snap_filter filter,
             qs->consumers++;
         qs->kind = q->kind;
         qs->closed = q->closed;
+        qs->durability = gw_durability_name(q->durability);
         qs->ready = q->n_ready;
         qs->delayed = q->n_delayed;
         qs->in_flight = q->n_leased;
@@ -73,6 +74,16 @@ gw_stats_snapshot(const struct gw_broker *b, enum gw_snap_filter filter,
     s->spill_files = st->spill_files;
     s->parked = st->n_parked;
     s->sc = st->c;
+    s->journal = b->j.on;
+    s->durability =
+        gw_durability_name(b->j.on ? b->j.durability : GW_DURABLE_MEMORY);
+    s->j_bytes = st->j_bytes;
+    for (const struct gw_segment *g = st->segments; g; g = g->next)
+        s->j_segments++;
+    s->j_dropped = st->dropped_segments;
+    for (const struct gw_confirm *c = b->j.confirms; c; c = c->next)
+        s->j_pending_confirms++;
+    s->jc = b->j.c;
 }
 
 void
@@ -100,7 +111,8 @@ queue_json(const struct gw_queue_snap *q)
         json_array_append_new(bind, json_string(q->bindings[i]));
     return json_pack(
         "{s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s?, s:o, "
-        "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+        "s:s, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+        "s:I}}",
         "name", q->name, "kind",
         q->kind == SCIMQ_PROTO_QUEUE_GUARANTEED ? "guaranteed" : "best-effort",
         "closed", q->closed, "ready", (json_int_t) q->ready, "delayed",
@@ -108,13 +120,14 @@ queue_json(const struct gw_queue_snap *q)
         "bytes", (json_int_t) q->bytes, "consumers", (json_int_t) q->consumers,
         "ack_timeout_ms", (json_int_t) q->ack_timeout_ms, "max_attempts",
         (json_int_t) q->max_attempts, "max_bytes", (json_int_t) q->max_bytes,
-        "dead_letter", q->dead_letter, "bindings", bind, "counters", "put",
-        (json_int_t) q->c.put, "put_bytes", (json_int_t) q->c.put_bytes,
-        "delivered", (json_int_t) q->c.delivered, "delivered_bytes",
-        (json_int_t) q->c.delivered_bytes, "acked", (json_int_t) q->c.acked,
-        "nacked", (json_int_t) q->c.nacked, "redelivered",
-        (json_int_t) q->c.redelivered, "expired", (json_int_t) q->c.expired,
-        "dead_lettered", (json_int_t) q->c.dead_lettered, "too_large",
+        "dead_letter", q->dead_letter, "bindings", bind, "durability",
+        q->durability, "counters", "put", (json_int_t) q->c.put, "put_bytes",
+        (json_int_t) q->c.put_bytes, "delivered", (json_int_t) q->c.delivered,
+        "delivered_bytes", (json_int_t) q->c.delivered_bytes, "acked",
+        (json_int_t) q->c.acked, "nacked", (json_int_t) q->c.nacked,
+        "redelivered", (json_int_t) q->c.redelivered, "expired",
+        (json_int_t) q->c.expired, "dead_lettered",
+        (json_int_t) q->c.dead_lettered, "too_large",
         (json_int_t) q->c.too_large, "dropped", (json_int_t) q->c.dropped,
         "moved_in", (json_int_t) q->c.moved_in);
 }
@@ -167,4 +180,21 @@ gw_stats_broker_json(const struct gw_snapshot *s, json_t *root)
                                   (json_int_t) s->parked, "parked_total",
                                   (json_int_t) s->sc.parked_total));
     json_object_set_new(root, "queues", queues_array(s));
+    json_object_set_new(
+        root, "journal",
+        json_pack("{s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:{s:I, "
+                  "s:I, s:I, s:I, s:I}}",
+                  "on", s->journal, "durability", s->durability, "bytes",
+                  (json_int_t) s->j_bytes, "segments",
+                  (json_int_t) s->j_segments, "segments_dropped",
+                  (json_int_t) s->j_dropped, "appends",
+                  (json_int_t) s->jc.appends, "append_bytes",
+                  (json_int_t) s->jc.append_bytes, "append_errors",
+                  (json_int_t) s->jc.append_errors, "confirms_waiting",
+                  (json_int_t) s->j_pending_confirms, "recovered", "messages",
+                  (json_int_t) s->jc.recovered_messages, "bytes",
+                  (json_int_t) s->jc.recovered_bytes, "queues",
+                  (json_int_t) s->jc.recovered_queues, "segments",
+                  (json_int_t) s->jc.recovered_segments, "truncated_bytes",
+                  (json_int_t) s->jc.truncated_bytes));
 }

@@ -20,6 +20,7 @@ struct gw_queue_snap {
     size_t n_bindings;
     enum scimq_proto_queue_kind kind;
     bool closed;
+    const char *durability; /* a literal */
     uint64_t ready, delayed, in_flight, bytes, consumers;
     uint32_t ack_timeout_ms, max_attempts;
     uint64_t max_bytes;
@@ -34,6 +35,11 @@ struct gw_snapshot {
     uint64_t pool_size, pool_used, chunk, resident, spilling;
     uint64_t disk_limit, disk_used, spill_files, parked;
     struct gw_store_counters sc;
+    /* Journal. */
+    bool journal;
+    const char *durability;
+    uint64_t j_bytes, j_segments, j_dropped, j_pending_confirms;
+    struct gw_journal_counters jc;
 };
 
 /* Which queues: all, the one named `name`, or those starting with it. */

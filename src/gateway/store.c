@@ -25,10 +25,11 @@
 
 int
 gw_store_init(struct gw_store *st, uint64_t bytes, uint64_t chunk, bool spill,
-              uint64_t disk_limit)
+              bool journal, uint64_t disk_limit)
 {
     memset(st, 0, sizeof(*st));
     st->spill = spill;
+    st->journal = journal;
     st->disk_limit = disk_limit;
     gw_heap_init(&st->retries);
     return gw_pool_init(&st->pool, bytes, chunk);
@@ -37,6 +38,13 @@ gw_store_init(struct gw_store *st, uint64_t bytes, uint64_t chunk, bool spill,
 void
 gw_store_fini(struct gw_store *st)
 {
+    while (st->segments != NULL) {
+        struct gw_segment *g = st->segments;
+
+        st->segments = g->next;
+        free(g);
+    }
+    st->segments_tail = NULL;
     gw_heap_fini(&st->retries);
     gw_pool_fini(&st->pool);
     free(st->parked);
@@ -103,6 +111,81 @@ evict(struct gw_store *st, struct gw_payload *pl)
 
 static void room_changed(struct gw_store *st, struct gw_actions *out);
 
+/* The segment numbered seg (created, newest last, when first seen). */
+static struct gw_segment *
+segment_get(struct gw_store *st, uint64_t seg)
+{
+    struct gw_segment *g;
+
+    for (g = st->segments; g != NULL; g = g->next)
+        if (g->seg == seg)
+            return g;
+    g = gw_xcalloc(1, sizeof(*g));
+    g->seg = seg;
+    if (st->segments_tail != NULL && st->segments_tail->seg > seg) {
+        /* Recovery meets segments in order; keep the list sorted anyway. */
+        struct gw_segment **pp = &st->segments;
+
+        while ((*pp)->seg < seg)
+            pp = &(*pp)->next;
+        g->next = *pp;
+        *pp = g;
+        return g;
+    }
+    if (st->segments_tail)
+        st->segments_tail->next = g;
+    else
+        st->segments = g;
+    st->segments_tail = g;
+    return g;
+}
+
+/*
+ * Deletes the oldest segments while nothing in them is live.  Only from
+ * the oldest: a later segment may hold the SETTLE of a message whose MSG
+ * record is in an older one, and recovery must not meet the MSG without it.
+ */
+static void
+segments_drop(struct gw_store *st, struct gw_actions *out)
+{
+    while (st->segments != NULL && st->segments->live == 0 &&
+           st->segments->seg != st->j_active) {
+        struct gw_segment *g = st->segments;
+        struct gw_action *a = gw_action_new(GW_ACT_JOURNAL_DROP);
+
+        a->seg = g->seg;
+        gw_actions_push(out, a);
+        st->j_bytes -= g->bytes;
+        st->dropped_segments++;
+        st->segments = g->next;
+        if (st->segments == NULL)
+            st->segments_tail = NULL;
+        free(g);
+        room_changed(st, out);
+    }
+}
+
+void
+gw_store_journal_written(struct gw_store *st, struct gw_payload *pl,
+                         uint64_t seg, uint64_t off, uint64_t bytes,
+                         struct gw_actions *out)
+{
+    struct gw_segment *g = segment_get(st, seg);
+
+    g->bytes += bytes;
+    st->j_bytes += bytes;
+    if (pl != NULL) {
+        pl->journal = GW_PLJ_DONE;
+        pl->seg = seg;
+        pl->off = off;
+        g->live++;
+    }
+    if (seg > st->j_active)
+        st->j_active = seg;
+    if (!st->restoring)
+        segments_drop(st, out);
+}
+
 static void
 payload_free(struct gw_store *st, struct gw_payload *pl, struct gw_actions *out)
 {
@@ -122,6 +205,14 @@ payload_free(struct gw_store *st, struct gw_payload *pl, struct gw_actions *out)
         gw_actions_push(out, a);
         st->disk_used -= pl->len;
         st->spill_files--;
+    }
+    if (pl->journal == GW_PLJ_DONE) {
+        struct gw_segment *g = segment_get(st, pl->seg);
+
+        if (g->live > 0)
+            g->live--;
+        if (!st->restoring)
+            segments_drop(st, out);
     }
     free(pl->blocks);
     free(pl->names);
@@ -175,7 +266,7 @@ spill_some(struct gw_store *st, uint64_t need, uint64_t now,
     struct gw_payload *pl = st->lru_tail;
     uint64_t want;
 
-    if (!st->spill || now < st->write_retry_at)
+    if ((!st->spill && !st->journal) || now < st->write_retry_at)
         return;
     if (need == 0 && st->load_head != NULL)
         need = st->load_head->len;
@@ -189,10 +280,11 @@ spill_some(struct gw_store *st, uint64_t need, uint64_t now,
         if (in_use <= high && in_use + want <= p->size)
             break;
         if (spillable(pl)) {
-            if (pl->has_file) {
+            if (pl->has_file || pl->journal == GW_PLJ_DONE) {
                 evict(st, pl);
-            } else if (st->disk_used + st->mem_spilling + pl->len <=
-                       st->disk_limit) {
+            } else if (st->spill &&
+                       st->disk_used + st->mem_spilling + pl->len <=
+                           st->disk_limit) {
                 struct gw_action *a = gw_action_new(GW_ACT_SPILL_WRITE);
 
                 pl->where = GW_PL_SPILLING;
@@ -225,11 +317,15 @@ room_changed(struct gw_store *st, struct gw_actions *out)
         load_queue_remove(st, pl);
         pl->where = GW_PL_LOADING;
         pl->data = buf;
-        a = gw_action_new(GW_ACT_SPILL_READ);
+        /* From its journal segment, or else from its spill file. */
+        a = gw_action_new(pl->journal == GW_PLJ_DONE ? GW_ACT_JOURNAL_READ
+                                                     : GW_ACT_SPILL_READ);
         a->payload = pl;
         a->payload_id = pl->id;
         a->len = pl->len;
         a->buf = buf;
+        a->seg = pl->seg;
+        a->off = pl->off;
         gw_actions_push(out, a);
     }
     while (st->n_parked > 0 &&

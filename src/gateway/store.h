@@ -7,10 +7,14 @@
  * payloads of messages that wait are written out and their memory reused,
  * and read back (into pool memory) when they are delivered.
  *
- * The store makes no system call: file work leaves as GW_ACT_SPILL_*
- * actions, and its results come back through gw_store_spilled() and
- * gw_store_loaded().  Failed writes back off (the payload stays in memory,
- * safe); failed reads are retried with a backoff (the file stays).
+ * With a journal, a payload whose MSG record is written needs no spill: its
+ * memory is reused at once and it is read back from its segment.
+ *
+ * The store makes no system call: file work leaves as GW_ACT_SPILL_* and
+ * GW_ACT_JOURNAL_* actions, and its results come back through
+ * gw_store_spilled(), gw_store_loaded() and gw_store_journal_written().  Failed
+ * writes back off (the payload stays in memory, safe); failed reads are retried
+ * with a backoff (the file stays).
  */
 #ifndef SCIMQ_GATEWAY_STORE_H
 #define SCIMQ_GATEWAY_STORE_H
@@ -24,7 +28,7 @@
 /* bytes and chunk: the pool; spill: a spill directory exists; disk_limit:
  * its bytes.  Returns 0 or SCIMQ_ENOMEM / SCIMQ_EINVAL. */
 int gw_store_init(struct gw_store *st, uint64_t bytes, uint64_t chunk,
-                  bool spill, uint64_t disk_limit);
+                  bool spill, bool journal, uint64_t disk_limit);
 /* Frees every payload (files are left to the caller's cleanup). */
 void gw_store_fini(struct gw_store *st);
 
@@ -82,6 +86,15 @@ void gw_store_spilled(struct gw_store *st, struct gw_payload *pl, int rc,
 /* Returns true when the payload is now in memory. */
 bool gw_store_loaded(struct gw_store *st, struct gw_payload *pl, int rc,
                      uint64_t now, struct gw_actions *out);
+
+/*
+ * A journal append of `bytes` landed in segment seg; pl (or NULL for a
+ * record without payload) has its data at off.  Segments whose payloads
+ * are all gone are deleted, oldest first.
+ */
+void gw_store_journal_written(struct gw_store *st, struct gw_payload *pl,
+                              uint64_t seg, uint64_t off, uint64_t bytes,
+                              struct gw_actions *out);
 
 /* Load retries and spill backoffs that are due. */
 void gw_store_tick(struct gw_store *st, uint64_t now, struct gw_actions *out);

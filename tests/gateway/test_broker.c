@@ -121,12 +121,15 @@ put(uint64_t conn, const char *queue, uint64_t len, uint8_t fill)
     scimq_proto_frame_t f = put_frame(queue, len, &blk);
     struct gw_payload *pl = NULL;
     uint64_t id = 0;
+    bool deferred = false;
     int rc = gw_broker_put_begin(b, now, conn, 0, &f, &pl, &out);
 
     if (rc != 0)
         return rc;
     memset(pl->data, fill, len);
-    return gw_broker_put_commit(b, now, &f, pl, &id, &out);
+    rc = gw_broker_put_commit(b, now, conn, 0, &f, pl, &id, &deferred, &out);
+    CU_ASSERT(!deferred); /* no journal here */
+    return rc;
 }
 
 static void
@@ -360,8 +363,8 @@ test_fanout_refs(void)
     session(10, 1, 1);
     for (int i = 0; i < 3; i++)
         declare(names[i], SCIMQ_PROTO_QUEUE_GUARANTEED, 0, NULL);
-    CU_ASSERT(gw_broker_bind(b, &q, &t1, true) == 0);
-    CU_ASSERT(gw_broker_bind(b, &q, &t2, true) == 0);
+    CU_ASSERT(gw_broker_bind(b, now, &q, &t1, true, &out) == 0);
+    CU_ASSERT(gw_broker_bind(b, now, &q, &t2, true, &out) == 0);
     CU_ASSERT(put(10, "in", 200 * KiB, 9) == 0);
     /* One payload for three messages: 200 KiB of pool, not 600. */
     CU_ASSERT(gw_pool_used(&b->store.pool) == 256 * KiB);

@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <scimq/error.h>
+
+#include "common/error_internal.h"
+#include "common/log.h"
+#include "journal.h"
+#include "records.h"
+
+struct gw_journal {
+    char dir[PATH_MAX / 2];
+    gw_journal_done_fn done;
+    void *arg;
+    uint64_t segment_size;
+    uint32_t batch_ms;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct gw_actions jobs;
+    bool stop;
+    /* Thread-only state. */
+    int fd;       /* active segment, -1 before the first append */
+    uint64_t seg; /* its number */
+    uint64_t size;
+    bool unsynced;
+    uint64_t unsynced_since_ms;
+};
+
+static uint64_t
+mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
+}
+
+void
+gw_journal_segment_path(const char *dir, uint64_t seg, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%016" PRIx64 ".seg", dir, seg);
+}
+
+static int
+fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+
+    if (fd < 0)
+        return scimq__err_from_errno(errno);
+    if (fsync(fd) != 0)
+        rc = scimq__err_from_errno(errno);
+    close(fd);
+    return rc;
+}
+
+/* Opens the next segment: a new file, made durable in the directory. */
+static int
+segment_open(struct gw_journal *j)
+{
+    char path[PATH_MAX];
+
+    if (j->fd >= 0) {
+        if (j->unsynced && fdatasync(j->fd) != 0)
+            return scimq__err_from_errno(errno);
+        j->unsynced = false;
+        close(j->fd);
+        j->fd = -1;
+        j->seg++;
+    }
+    gw_journal_segment_path(j->dir, j->seg, path, sizeof(path));
+    j->fd =
+        open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+    if (j->fd < 0)
+        return scimq__err_from_errno(errno);
+    j->size = 0;
+    return fsync_dir(j->dir);
+}
+
+static int
+write_all(int fd, struct iovec *iov, int n)
+{
+    while (n > 0) {
+        ssize_t w = writev(fd, iov, n > IOV_MAX ? IOV_MAX : n);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return scimq__err_from_errno(errno);
+        if (w == 0)
+            return SCIMQ_EIO;
+        while (n > 0 && (size_t) w >= iov->iov_len) {
+            w -= (ssize_t) iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (uint8_t *) iov->iov_base + w;
+            iov->iov_len -= (size_t) w;
+        }
+    }
+    return 0;
+}
+
+static int
+do_append(struct gw_journal *j, struct gw_action *job)
+{
+    struct iovec iov[2];
+    int n = 1, rc;
+
+    if (j->fd < 0 || j->size >= j->segment_size) {
+        rc = segment_open(j);
+        if (rc != 0)
+            return rc;
+    }
+    iov[0].iov_base = job->buf;
+    iov[0].iov_len = job->hdr_len;
+    if (job->len > 0) {
+        iov[1].iov_base = job->payload->data;
+        iov[1].iov_len = job->len;
+        n = 2;
+    }
+    job->seg = j->seg;
+    job->off = j->size + job->hdr_len;
+    rc = write_all(j->fd, iov, n);
+    if (rc != 0) {
+        /* A partial record would hide every later one from recovery:
+         * cut it off, and start a new segment for what follows. */
+        if (ftruncate(j->fd, (off_t) j->size) != 0 || fdatasync(j->fd) != 0)
+            j->size = j->segment_size;
+        return rc;
+    }
+    j->size += job->hdr_len + job->len;
+    if (!j->unsynced)
+        j->unsynced_since_ms = mono_ms();
+    j->unsynced = true;
+    return 0;
+}
+
+static int
+do_sync(struct gw_journal *j)
+{
+    if (!j->unsynced || j->fd < 0)
+        return 0;
+    j->unsynced = false;
+    return fdatasync(j->fd) == 0 ? 0 : scimq__err_from_errno(errno);
+}
+
+static int
+do_read(struct gw_journal *j, const struct gw_action *job)
+{
+    char path[PATH_MAX];
+    uint64_t done = 0;
+    int fd, rc = 0;
+
+    gw_journal_segment_path(j->dir, job->seg, path, sizeof(path));
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return scimq__err_from_errno(errno);
+    while (done < job->len) {
+        ssize_t n = pread(fd, job->buf + done, job->len - done,
+                          (off_t) (job->off + done));
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = n < 0 ? scimq__err_from_errno(errno) : SCIMQ_EIO;
+            break;
+        }
+        done += (uint64_t) n;
+    }
+    close(fd);
+    return rc;
+}
+
+static void
+do_drop(struct gw_journal *j, uint64_t seg)
+{
+    char path[PATH_MAX];
+
+    if (seg == j->seg && j->fd >= 0)
+        return; /* the active one is never dropped */
+    gw_journal_segment_path(j->dir, seg, path, sizeof(path));
+    if (unlink(path) != 0 && errno != ENOENT)
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 10000,
+                         "cannot delete journal segment %s: %s", path,
+                         strerror(errno));
+}
+
+static int
+do_topology(struct gw_journal *j, const char *text)
+{
+    char path[PATH_MAX], tmp[PATH_MAX + 8];
+    size_t len = strlen(text);
+    struct iovec iov = {(void *) text, len};
+    int fd, rc;
+
+    snprintf(path, sizeof(path), "%s/" GW_JOURNAL_TOPOLOGY_FILE, j->dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return scimq__err_from_errno(errno);
+    rc = write_all(fd, &iov, 1);
+    if (rc == 0 && fsync(fd) != 0)
+        rc = scimq__err_from_errno(errno);
+    close(fd);
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = scimq__err_from_errno(errno);
+    if (rc == 0)
+        rc = fsync_dir(j->dir);
+    if (rc != 0)
+        unlink(tmp);
+    return rc;
+}
+
+/*
+ * Takes every queued job at once: the appends among them share one sync
+ * (group commit).  Completions of appends that wait for the sync are held
+ * back until it is done.
+ */
+static void *
+journal_main(void *arg)
+{
+    struct gw_journal *j = arg;
+
+    for (;;) {
+        struct gw_actions batch, held = {NULL, NULL};
+        struct gw_action *job;
+        bool want_sync = false, stop;
+        int rc, sync_rc;
+
+        pthread_mutex_lock(&j->lock);
+        while (j->jobs.head == NULL && !j->stop) {
+            if (j->unsynced) {
+                struct timespec ts;
+                uint64_t due = j->unsynced_since_ms + j->batch_ms;
+
+                if (mono_ms() >= due)
+                    break;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_sec += (time_t) ((due - mono_ms()) / 1000);
+                ts.tv_nsec += (long) ((due - mono_ms()) % 1000) * 1000000L;
+                if (ts.tv_nsec >= 1000000000L) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000L;
+                }
+                pthread_cond_timedwait(&j->cond, &j->lock, &ts);
+            } else {
+                pthread_cond_wait(&j->cond, &j->lock);
+            }
+        }
+        batch = j->jobs;
+        j->jobs.head = j->jobs.tail = NULL;
+        stop = j->stop;
+        pthread_mutex_unlock(&j->lock);
+
+        while ((job = gw_actions_pop(&batch)) != NULL) {
+            switch (job->kind) {
+            case GW_ACT_JOURNAL_APPEND:
+                rc = do_append(j, job);
+                free(job->buf);
+                job->buf = NULL;
+                if (rc == 0 && job->sync) {
+                    want_sync = true;
+                    job->code = 0;
+                    gw_actions_push(&held, job);
+                    continue;
+                }
+                j->done(j->arg, job, rc);
+                break;
+            case GW_ACT_JOURNAL_READ:
+                j->done(j->arg, job, do_read(j, job));
+                break;
+            case GW_ACT_JOURNAL_DROP:
+                do_drop(j, job->seg);
+                break;
+            default: /* TOPOLOGY */
+                rc = do_topology(j, job->text);
+                if (rc != 0)
+                    SCIMQ_LOG_SPARSE(SCIMQ_LOG_ERROR, GATEWAY, 10000,
+                                     "cannot write the queue topology in "
+                                     "%s: %s",
+                                     j->dir, scimq_strerror(rc));
+                break;
+            }
+            gw_action_free(job);
+        }
+        sync_rc = 0;
+        if (want_sync || stop ||
+            (j->unsynced && mono_ms() >= j->unsynced_since_ms + j->batch_ms))
+            sync_rc = do_sync(j);
+        if (sync_rc != 0)
+            SCIMQ_LOG_SPARSE(SCIMQ_LOG_ERROR, GATEWAY, 10000,
+                             "journal sync failed: %s; the appends it covers "
+                             "are refused",
+                             scimq_strerror(sync_rc));
+        while ((job = gw_actions_pop(&held)) != NULL) {
+            j->done(j->arg, job, sync_rc);
+            gw_action_free(job);
+        }
+        if (stop) {
+            pthread_mutex_lock(&j->lock);
+            stop = j->jobs.head == NULL;
+            pthread_mutex_unlock(&j->lock);
+            if (stop)
+                break;
+        }
+    }
+    return NULL;
+}
+
+int
+gw_journal_start(const char *dir, uint64_t first_seg, uint64_t segment_size,
+                 uint32_t batch_ms, gw_journal_done_fn done, void *arg,
+                 struct gw_journal **j_p)
+{
+    struct gw_journal *j = calloc(1, sizeof(*j));
+
+    *j_p = NULL;
+    if (j == NULL)
+        return SCIMQ_ENOMEM;
+    if (strlen(dir) >= sizeof(j->dir)) {
+        free(j);
+        return SCIMQ_ENAMETOOLONG;
+    }
+    strcpy(j->dir, dir);
+    j->done = done;
+    j->arg = arg;
+    j->segment_size = segment_size;
+    j->batch_ms = batch_ms;
+    j->fd = -1;
+    j->seg = first_seg;
+    pthread_mutex_init(&j->lock, NULL);
+    pthread_cond_init(&j->cond, NULL);
+    if (pthread_create(&j->thread, NULL, journal_main, j) != 0) {
+        pthread_mutex_destroy(&j->lock);
+        pthread_cond_destroy(&j->cond);
+        free(j);
+        return SCIMQ_ENOMEM;
+    }
+    *j_p = j;
+    return 0;
+}
+
+void
+gw_journal_stop(struct gw_journal *j)
+{
+    if (j == NULL)
+        return;
+    pthread_mutex_lock(&j->lock);
+    j->stop = true;
+    pthread_cond_signal(&j->cond);
+    pthread_mutex_unlock(&j->lock);
+    pthread_join(j->thread, NULL);
+    if (j->fd >= 0)
+        close(j->fd);
+    pthread_mutex_destroy(&j->lock);
+    pthread_cond_destroy(&j->cond);
+    free(j);
+}
+
+void
+gw_journal_submit(struct gw_journal *j, struct gw_action *job)
+{
+    pthread_mutex_lock(&j->lock);
+    gw_actions_push(&j->jobs, job);
+    pthread_cond_signal(&j->cond);
+    pthread_mutex_unlock(&j->lock);
+}

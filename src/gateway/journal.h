@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The journal thread: append-only segment files in the journal directory,
+ * and the file of the queue topology.  It carries out GW_ACT_JOURNAL_*
+ * actions in order, off the event loops and without the broker's lock:
+ *
+ * - APPEND writes a record (header, then the payload if any) at the end of
+ *   the active segment, rolling to a new segment past the segment size.
+ *   Appends that ask for it are synced (fdatasync) before they complete:
+ *   one sync covers every append before it (group commit), and at most
+ *   batch_ms after any append the journal is synced anyway.
+ * - READ reads bytes back (a payload to deliver).
+ * - DROP deletes a segment; TOPOLOGY replaces the topology file (write,
+ *   fsync, rename, fsync of the directory).
+ *
+ * done() reports every APPEND (after its write, and after its sync when it
+ * asked for one; seg and off say where its payload landed) and READ, on
+ * the journal thread.
+ */
+#ifndef SCIMQ_GATEWAY_JOURNAL_H
+#define SCIMQ_GATEWAY_JOURNAL_H
+
+#include <stdint.h>
+
+#include "action.h"
+
+struct gw_journal;
+
+typedef void (*gw_journal_done_fn)(void *arg, struct gw_action *job, int rc);
+
+#define GW_JOURNAL_TOPOLOGY_FILE "topology.json"
+
+/*
+ * Starts the thread on dir (which recovery has read); new records go to a
+ * new segment numbered first_seg.  Returns 0 or a SCIMQ_E* code.
+ */
+int gw_journal_start(const char *dir, uint64_t first_seg, uint64_t segment_size,
+                     uint32_t batch_ms, gw_journal_done_fn done, void *arg,
+                     struct gw_journal **j_p);
+/* Carries out what is queued, syncs, stops the thread.  Segments stay. */
+void gw_journal_stop(struct gw_journal *j);
+/* Queues a job (any thread); the journal owns it afterwards. */
+void gw_journal_submit(struct gw_journal *j, struct gw_action *job);
+
+/* Path of segment seg in dir. */
+void gw_journal_segment_path(const char *dir, uint64_t seg, char *buf,
+                             size_t len);
+
+#endif /* SCIMQ_GATEWAY_JOURNAL_H */

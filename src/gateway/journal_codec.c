@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "config.h"
+
+#include <string.h>
+
+#include <scimq/error.h>
+#include <scimq/proto.h>
+
+#include "journal_codec.h"
+#include "protocol/wire.h"
+
+#define TARGET_LEN 16u
+#define BLOCK_LEN 12u /* name length u32 + data length u64 */
+
+static size_t
+fields_len(const struct gw_jrec *r)
+{
+    size_t n = 0;
+
+    switch (r->type) {
+    case GW_JREC_MSG:
+        n = 8 + 2 + (size_t) r->n_targets * TARGET_LEN + 4;
+        for (uint32_t i = 0; i < r->block_count; i++)
+            n += BLOCK_LEN + r->blocks[i].name_len;
+        return n;
+    case GW_JREC_ENQUEUE:
+        return 8 + 8 + 8 + 4;
+    case GW_JREC_ATTEMPT:
+        return 8 + 8 + 4;
+    case GW_JREC_SETTLE:
+    default:
+        return 8 + 8;
+    }
+}
+
+size_t
+gw_jrec_header_len(const struct gw_jrec *r)
+{
+    return GW_JREC_PREFIX_LEN + fields_len(r);
+}
+
+void
+gw_jrec_encode(const struct gw_jrec *r, uint8_t *buf)
+{
+    size_t flen = fields_len(r);
+    uint8_t *p = buf + GW_JREC_PREFIX_LEN;
+    const struct gw_jrec_target *t =
+        r->type == GW_JREC_MSG ? r->target : &r->one;
+
+    wire_put32(buf, GW_JREC_MAGIC);
+    wire_put64(buf + 4, flen + (r->type == GW_JREC_MSG ? r->data_len : 0));
+    wire_put32(buf + 12, (uint32_t) flen);
+    wire_put32(buf + 16, 0);
+    buf[20] = (uint8_t) r->type;
+    buf[21] = buf[22] = buf[23] = 0;
+    switch (r->type) {
+    case GW_JREC_MSG:
+        wire_put64(p, r->payload_id);
+        wire_put16(p + 8, r->n_targets);
+        p += 10;
+        for (uint16_t i = 0; i < r->n_targets; i++, p += TARGET_LEN) {
+            wire_put64(p, t[i].qid);
+            wire_put64(p + 8, t[i].msg_id);
+        }
+        wire_put32(p, r->block_count);
+        p += 4;
+        for (uint32_t i = 0; i < r->block_count; i++) {
+            wire_put32(p, r->blocks[i].name_len);
+            wire_put64(p + 4, r->blocks[i].len);
+            if (r->blocks[i].name_len > 0)
+                memcpy(p + BLOCK_LEN, r->blocks[i].name, r->blocks[i].name_len);
+            p += BLOCK_LEN + r->blocks[i].name_len;
+        }
+        break;
+    case GW_JREC_ENQUEUE:
+        wire_put64(p, t->qid);
+        wire_put64(p + 8, t->msg_id);
+        wire_put64(p + 16, r->payload_id);
+        wire_put32(p + 24, r->attempt);
+        break;
+    case GW_JREC_ATTEMPT:
+        wire_put64(p, t->qid);
+        wire_put64(p + 8, t->msg_id);
+        wire_put32(p + 16, r->attempt);
+        break;
+    case GW_JREC_SETTLE:
+    default:
+        wire_put64(p, t->qid);
+        wire_put64(p + 8, t->msg_id);
+        break;
+    }
+}
+
+uint32_t
+gw_jrec_crc(const uint8_t *hdr, size_t hdr_len, const void *data,
+            uint64_t data_len)
+{
+    uint32_t crc = scimq_proto_crc32c(0, hdr + GW_JREC_PREFIX_LEN,
+                                      hdr_len - GW_JREC_PREFIX_LEN);
+
+    return data_len > 0 ? scimq_proto_crc32c(crc, data, (size_t) data_len)
+                        : crc;
+}
+
+void
+gw_jrec_set_crc(uint8_t *hdr, uint32_t crc)
+{
+    wire_put32(hdr + 16, crc);
+}
+
+int
+gw_jrec_prefix(const uint8_t prefix[GW_JREC_PREFIX_LEN], uint64_t *body_len,
+               uint32_t *flen, uint32_t *crc, uint8_t *type)
+{
+    if (wire_get32(prefix) != GW_JREC_MAGIC || prefix[21] || prefix[22] ||
+        prefix[23])
+        return SCIMQ_EPROTO;
+    *body_len = wire_get64(prefix + 4);
+    *flen = wire_get32(prefix + 12);
+    *crc = wire_get32(prefix + 16);
+    *type = prefix[20];
+    if (*type < GW_JREC_MSG || *type > GW_JREC_SETTLE ||
+        *flen > GW_JREC_MAX_FIELDS || *flen > *body_len ||
+        (*type != GW_JREC_MSG && *body_len != *flen))
+        return SCIMQ_EPROTO;
+    return 0;
+}
+
+int
+gw_jrec_fields(uint8_t type, const uint8_t *f, uint32_t flen, uint64_t body_len,
+               struct gw_jrec *r)
+{
+    const uint8_t *end = f + flen, *p = f;
+
+    memset(r, 0, sizeof(*r));
+    r->type = type;
+    r->n_targets = 1;
+    switch (type) {
+    case GW_JREC_MSG: {
+        uint64_t data = 0;
+
+        if (flen < 14)
+            return SCIMQ_EPROTO;
+        r->payload_id = wire_get64(p);
+        r->n_targets = wire_get16(p + 8);
+        p += 10;
+        if (r->n_targets == 0 || r->n_targets > GW_JREC_MAX_TARGETS ||
+            (size_t) (end - p) < (size_t) r->n_targets * TARGET_LEN + 4)
+            return SCIMQ_EPROTO;
+        r->targets_wire = p;
+        p += (size_t) r->n_targets * TARGET_LEN;
+        r->block_count = wire_get32(p);
+        p += 4;
+        r->blocks_wire = p;
+        for (uint32_t i = 0; i < r->block_count; i++) {
+            uint32_t nl;
+
+            if ((size_t) (end - p) < BLOCK_LEN)
+                return SCIMQ_EPROTO;
+            nl = wire_get32(p);
+            data += wire_get64(p + 4);
+            if ((size_t) (end - p) - BLOCK_LEN < nl)
+                return SCIMQ_EPROTO;
+            p += BLOCK_LEN + nl;
+        }
+        if (p != end || data != body_len - flen)
+            return SCIMQ_EPROTO;
+        r->data_len = data;
+        r->one = gw_jrec_target_at(r, 0);
+        return 0;
+    }
+    case GW_JREC_ENQUEUE:
+        if (flen != 28)
+            return SCIMQ_EPROTO;
+        r->payload_id = wire_get64(p + 16);
+        r->attempt = wire_get32(p + 24);
+        break;
+    case GW_JREC_ATTEMPT:
+        if (flen != 20)
+            return SCIMQ_EPROTO;
+        r->attempt = wire_get32(p + 16);
+        break;
+    case GW_JREC_SETTLE:
+        if (flen != 16)
+            return SCIMQ_EPROTO;
+        break;
+    default:
+        return SCIMQ_EPROTO;
+    }
+    r->one.qid = wire_get64(p);
+    r->one.msg_id = wire_get64(p + 8);
+    return 0;
+}
+
+struct gw_jrec_target
+gw_jrec_target_at(const struct gw_jrec *r, uint16_t i)
+{
+    const uint8_t *p = r->targets_wire + (size_t) i * TARGET_LEN;
+
+    return (struct gw_jrec_target){wire_get64(p), wire_get64(p + 8)};
+}
+
+struct gw_jrec_block
+gw_jrec_block_at(const struct gw_jrec *r, uint32_t i)
+{
+    const uint8_t *p = r->blocks_wire;
+    struct gw_jrec_block b;
+
+    for (uint32_t k = 0; k < i; k++)
+        p += BLOCK_LEN + wire_get32(p);
+    b.name_len = wire_get32(p);
+    b.len = wire_get64(p + 4);
+    b.name = (const char *) p + BLOCK_LEN;
+    return b;
+}

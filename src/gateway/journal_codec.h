@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The bytes of journal records (pure code: no I/O, no allocation).
+ *
+ * A segment file is a sequence of records:
+ *
+ *   prefix (24 B)  magic "SCJR" u32 | body length u64 | fields length u32 |
+ *                  CRC32C of the body u32 | type u8 + 3 zero bytes
+ *   body           fields (fields length bytes) then data (MSG only)
+ *
+ * big-endian like SciMP.  The CRC covers the whole body, data included,
+ * so a torn or damaged record is found wherever it is cut.  Fields:
+ *
+ *   MSG      payload id u64, targets u16, then per target: queue id u64,
+ *            message id u64; blocks u32, then per block: name length u32,
+ *            data length u64, name; data = the payload (every block's data)
+ *   ENQUEUE  queue id u64, message id u64, payload id u64, attempt u32
+ *   ATTEMPT  queue id u64, message id u64, attempt u32
+ *   SETTLE   queue id u64, message id u64
+ *
+ * A message is in a queue from its MSG (or ENQUEUE) record until a SETTLE
+ * record for it: acknowledged, dead-lettered (SETTLE, then ENQUEUE into the
+ * dead-letter queue), moved, dropped.  Queues are named by ids that are
+ * never reused, so a queue deleted and declared again does not inherit
+ * old records.
+ */
+#ifndef SCIMQ_GATEWAY_JOURNAL_CODEC_H
+#define SCIMQ_GATEWAY_JOURNAL_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GW_JREC_MAGIC 0x53434a52u /* "SCJR" */
+#define GW_JREC_PREFIX_LEN 24u
+/* Fields of one record are bounded (targets, blocks and names are). */
+#define GW_JREC_MAX_FIELDS (1u << 20)
+#define GW_JREC_MAX_TARGETS 256u
+
+enum gw_jrec_type {
+    GW_JREC_MSG = 1,
+    GW_JREC_ENQUEUE = 2,
+    GW_JREC_ATTEMPT = 3,
+    GW_JREC_SETTLE = 4,
+};
+
+struct gw_jrec_target {
+    uint64_t qid, msg_id;
+};
+
+struct gw_jrec_block {
+    const char *name;
+    uint32_t name_len;
+    uint64_t len;
+};
+
+/* One record's fields; pointers refer to the caller's (encode) or to the
+ * fields buffer being decoded (decode). */
+struct gw_jrec {
+    enum gw_jrec_type type;
+    uint64_t payload_id;                 /* MSG, ENQUEUE */
+    uint32_t attempt;                    /* ENQUEUE, ATTEMPT */
+    uint16_t n_targets;                  /* MSG: >= 1; others: 1 */
+    const struct gw_jrec_target *target; /* encode: the targets */
+    struct gw_jrec_target one;           /* non-MSG and decode: targets[0] */
+    const uint8_t *targets_wire;         /* decode, MSG: raw targets */
+    uint32_t block_count;
+    const struct gw_jrec_block *blocks; /* encode */
+    const uint8_t *blocks_wire;         /* decode: raw block table */
+    uint64_t data_len;                  /* MSG: payload bytes */
+};
+
+/* Bytes of prefix + fields of r (data not included). */
+size_t gw_jrec_header_len(const struct gw_jrec *r);
+/*
+ * Writes prefix and fields into buf (gw_jrec_header_len bytes).  The CRC
+ * is left zero: compute it with gw_jrec_crc() over the fields and the data
+ * and store it with gw_jrec_set_crc().
+ */
+void gw_jrec_encode(const struct gw_jrec *r, uint8_t *buf);
+/* CRC32C of a body: the fields (after the prefix), then data. */
+uint32_t gw_jrec_crc(const uint8_t *hdr, size_t hdr_len, const void *data,
+                     uint64_t data_len);
+void gw_jrec_set_crc(uint8_t *hdr, uint32_t crc);
+
+/*
+ * Reads a prefix: 0 and the lengths and CRC, or SCIMQ_EPROTO when it is not
+ * one (bad magic, type or lengths).
+ */
+int gw_jrec_prefix(const uint8_t prefix[GW_JREC_PREFIX_LEN], uint64_t *body_len,
+                   uint32_t *fields_len, uint32_t *crc, uint8_t *type);
+/* Parses fields (fields_len bytes) into r.  0 or SCIMQ_EPROTO. */
+int gw_jrec_fields(uint8_t type, const uint8_t *fields, uint32_t fields_len,
+                   uint64_t body_len, struct gw_jrec *r);
+/* Target i and block i of a decoded MSG. */
+struct gw_jrec_target gw_jrec_target_at(const struct gw_jrec *r, uint16_t i);
+struct gw_jrec_block gw_jrec_block_at(const struct gw_jrec *r, uint32_t i);
+
+#endif /* SCIMQ_GATEWAY_JOURNAL_CODEC_H */

@@ -1,0 +1,435 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <uthash.h>
+
+#include <scimq/error.h>
+#include <scimq/proto.h>
+
+#include "alloc.h"
+#include "common/error_internal.h"
+#include "common/log.h"
+#include "journal.h"
+#include "journal_codec.h"
+#include "recovery.h"
+
+/* Payload bytes are checked through this much memory at a time. */
+#define SCAN_CHUNK (1u << 20)
+
+/* What the records say about a payload and a message. */
+struct rpayload {
+    uint64_t id, seg, off, len;
+    uint32_t block_count;
+    struct gw_restored_block *blocks; /* names in names */
+    char *names;
+    struct gw_payload *restored;
+    UT_hash_handle hh;
+};
+
+struct rmsg_key {
+    uint64_t qid, msg_id;
+};
+
+struct rmsg {
+    struct rmsg_key key;
+    uint64_t payload_id;
+    uint32_t attempt;
+    UT_hash_handle hh;
+};
+
+struct model {
+    struct gw_broker *b;
+    struct rpayload *payloads;
+    struct rmsg *msgs;
+    uint64_t max_msg_id, max_payload_id;
+};
+
+static int
+topology_load(const char *dir, struct gw_broker *b, uint64_t *next_qid)
+{
+    char path[4096];
+    json_error_t err;
+    json_t *doc, *queues, *binds, *v;
+    size_t i;
+    int rc = 0;
+
+    snprintf(path, sizeof(path), "%s/" GW_JOURNAL_TOPOLOGY_FILE, dir);
+    if (access(path, F_OK) != 0)
+        return 0; /* a new journal */
+    doc = json_load_file(path, 0, &err);
+    if (doc == NULL) {
+        SCIMQ_LOG_ERROR(GATEWAY, "cannot read %s: %s (line %d)", path, err.text,
+                        err.line);
+        return SCIMQ_EIO;
+    }
+    *next_qid = (uint64_t) json_integer_value(json_object_get(doc, "next_qid"));
+    queues = json_object_get(doc, "queues");
+    json_array_foreach(queues, i, v)
+    {
+        const char *dur = json_string_value(json_object_get(v, "durability"));
+        struct gw_restored_queue q = {
+            .qid = (uint64_t) json_integer_value(json_object_get(v, "qid")),
+            .name = json_string_value(json_object_get(v, "name")),
+            .dead_letter = json_string_value(json_object_get(v, "dead_letter")),
+            .kind = (int) json_integer_value(json_object_get(v, "kind")),
+            .ack_timeout_ms = (uint32_t) json_integer_value(
+                json_object_get(v, "ack_timeout_ms")),
+            .max_attempts = (uint32_t) json_integer_value(
+                json_object_get(v, "max_attempts")),
+            .max_bytes =
+                (uint64_t) json_integer_value(json_object_get(v, "max_bytes")),
+            .closed = json_is_true(json_object_get(v, "closed")),
+            .durability = dur == NULL                 ? 0
+                          : strcmp(dur, "sync") == 0  ? 2
+                          : strcmp(dur, "batch") == 0 ? 1
+                                                      : 0,
+        };
+
+        if (q.name == NULL || gw_broker_restore_queue(b, &q) != 0) {
+            SCIMQ_LOG_ERROR(GATEWAY, "%s: bad queue entry %zu", path, i);
+            rc = SCIMQ_EIO;
+            break;
+        }
+    }
+    binds = json_object_get(doc, "bindings");
+    json_array_foreach(binds, i, v)
+    {
+        if (rc == 0 &&
+            gw_broker_restore_binding(
+                b, (uint64_t) json_integer_value(json_array_get(v, 0)),
+                (uint64_t) json_integer_value(json_array_get(v, 1))) != 0)
+            SCIMQ_LOG_WARN(GATEWAY, "%s: binding %zu names no queue", path, i);
+    }
+    json_decref(doc);
+    return rc;
+}
+
+static void
+msg_put(struct model *m, uint64_t qid, uint64_t msg_id, uint64_t payload_id,
+        uint32_t attempt)
+{
+    struct rmsg_key k = {qid, msg_id};
+    struct rmsg *r = NULL;
+
+    if (msg_id > m->max_msg_id)
+        m->max_msg_id = msg_id;
+    if (!gw_broker_restore_has_queue(m->b, qid))
+        return; /* its queue was deleted */
+    HASH_FIND(hh, m->msgs, &k, sizeof(k), r);
+    if (r == NULL) {
+        r = gw_xcalloc(1, sizeof(*r));
+        r->key = k;
+        HASH_ADD(hh, m->msgs, key, sizeof(r->key), r);
+    }
+    r->payload_id = payload_id;
+    r->attempt = attempt;
+}
+
+static struct rmsg *
+msg_get(struct model *m, uint64_t qid, uint64_t msg_id)
+{
+    struct rmsg_key k = {qid, msg_id};
+    struct rmsg *r = NULL;
+
+    HASH_FIND(hh, m->msgs, &k, sizeof(k), r);
+    return r;
+}
+
+static void
+apply(struct model *m, const struct gw_jrec *r, uint64_t seg, uint64_t off)
+{
+    struct rmsg *msg;
+
+    switch (r->type) {
+    case GW_JREC_MSG: {
+        struct rpayload *p = gw_xcalloc(1, sizeof(*p));
+        size_t names = 0;
+
+        p->id = r->payload_id;
+        p->seg = seg;
+        p->off = off;
+        p->len = r->data_len;
+        p->block_count = r->block_count;
+        p->blocks = gw_xcalloc(r->block_count + 1, sizeof(*p->blocks));
+        for (uint32_t i = 0; i < r->block_count; i++)
+            names += gw_jrec_block_at(r, i).name_len;
+        p->names = gw_xcalloc(1, names + 1);
+        names = 0;
+        for (uint32_t i = 0; i < r->block_count; i++) {
+            struct gw_jrec_block bl = gw_jrec_block_at(r, i);
+
+            memcpy(p->names + names, bl.name, bl.name_len);
+            p->blocks[i] = (struct gw_restored_block){p->names + names,
+                                                      bl.name_len, bl.len};
+            names += bl.name_len;
+        }
+        if (p->id > m->max_payload_id)
+            m->max_payload_id = p->id;
+        HASH_ADD(hh, m->payloads, id, sizeof(p->id), p);
+        for (uint16_t i = 0; i < r->n_targets; i++) {
+            struct gw_jrec_target t = gw_jrec_target_at(r, i);
+
+            msg_put(m, t.qid, t.msg_id, p->id, 0);
+        }
+        break;
+    }
+    case GW_JREC_ENQUEUE:
+        msg_put(m, r->one.qid, r->one.msg_id, r->payload_id, r->attempt);
+        break;
+    case GW_JREC_ATTEMPT:
+        if ((msg = msg_get(m, r->one.qid, r->one.msg_id)) != NULL)
+            msg->attempt = r->attempt;
+        break;
+    case GW_JREC_SETTLE:
+    default:
+        if ((msg = msg_get(m, r->one.qid, r->one.msg_id)) != NULL) {
+            HASH_DEL(m->msgs, msg);
+            free(msg);
+        }
+        break;
+    }
+}
+
+static int
+read_full(int fd, void *buf, size_t len)
+{
+    size_t done = 0;
+
+    while (done < len) {
+        ssize_t n = read(fd, (uint8_t *) buf + done, len - done);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return scimq__err_from_errno(errno);
+        if (n == 0)
+            return SCIMQ_EPROTO; /* the file ends inside a record */
+        done += (size_t) n;
+    }
+    return 0;
+}
+
+/*
+ * Reads one segment; a record that does not check ends it (the file is
+ * cut there).  Returns its length afterwards in *bytes.
+ */
+static void
+scan_segment(struct model *m, const char *dir, uint64_t seg, uint8_t *chunk,
+             uint64_t *bytes, uint64_t *truncated)
+{
+    char path[4096];
+    uint8_t *fields = NULL;
+    uint64_t off = 0, size;
+    struct stat stbuf;
+    int fd;
+
+    gw_journal_segment_path(dir, seg, path, sizeof(path));
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &stbuf) != 0) {
+        SCIMQ_LOG_ERROR(GATEWAY, "journal: cannot open %s: %s", path,
+                        strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        *bytes = 0;
+        return;
+    }
+    size = (uint64_t) stbuf.st_size;
+    fields = gw_xcalloc(1, GW_JREC_MAX_FIELDS);
+    while (off < size) {
+        uint8_t prefix[GW_JREC_PREFIX_LEN];
+        uint64_t body, data, left;
+        uint32_t flen, crc, got;
+        uint8_t type;
+        struct gw_jrec r;
+
+        if (size - off < GW_JREC_PREFIX_LEN ||
+            read_full(fd, prefix, sizeof(prefix)) != 0 ||
+            gw_jrec_prefix(prefix, &body, &flen, &crc, &type) != 0 ||
+            body > size - off - GW_JREC_PREFIX_LEN ||
+            read_full(fd, fields, flen) != 0)
+            break;
+        /* The body's CRC, data streamed through chunk. */
+        got = scimq_proto_crc32c(0, fields, flen);
+        data = body - flen;
+        for (left = data; left > 0;) {
+            size_t n = left < SCAN_CHUNK ? (size_t) left : SCAN_CHUNK;
+
+            if (read_full(fd, chunk, n) != 0)
+                break;
+            got = scimq_proto_crc32c(got, chunk, n);
+            left -= n;
+        }
+        if (left != 0 || got != crc ||
+            gw_jrec_fields(type, fields, flen, body, &r) != 0)
+            break;
+        apply(m, &r, seg, off + GW_JREC_PREFIX_LEN + flen);
+        off += GW_JREC_PREFIX_LEN + body;
+    }
+    if (off < size) {
+        SCIMQ_LOG_WARN(GATEWAY,
+                       "journal: %s: damaged or torn record at byte %" PRIu64
+                       "; cut there (%" PRIu64 " bytes dropped)",
+                       path, off, size - off);
+        *truncated += size - off;
+        if (ftruncate(fd, (off_t) off) != 0 || fsync(fd) != 0)
+            SCIMQ_LOG_ERROR(GATEWAY, "journal: cannot cut %s: %s", path,
+                            strerror(errno));
+    }
+    free(fields);
+    close(fd);
+    *bytes = off;
+}
+
+static int
+seg_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const struct gw_restored_segment *) a)->seg;
+    uint64_t y = ((const struct gw_restored_segment *) b)->seg;
+
+    return x < y ? -1 : x > y;
+}
+
+/* Segment files of dir, in order. */
+static int
+segments_list(const char *dir, struct gw_restored_segment **segs_p,
+              uint64_t *n_p)
+{
+    struct gw_restored_segment *segs = NULL;
+    uint64_t n = 0, cap = 0;
+    struct dirent *e;
+    DIR *d = opendir(dir);
+
+    if (d == NULL)
+        return scimq__err_from_errno(errno);
+    while ((e = readdir(d)) != NULL) {
+        char *end;
+        unsigned long long v;
+        size_t len = strlen(e->d_name);
+
+        if (len != 20 || strcmp(e->d_name + 16, ".seg") != 0)
+            continue;
+        v = strtoull(e->d_name, &end, 16);
+        if (end != e->d_name + 16)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            segs = realloc(segs, cap * sizeof(*segs));
+            if (segs == NULL)
+                abort();
+        }
+        segs[n++] = (struct gw_restored_segment){v, 0};
+    }
+    closedir(d);
+    if (n > 0)
+        qsort(segs, n, sizeof(*segs), seg_cmp);
+    *segs_p = segs;
+    *n_p = n;
+    return 0;
+}
+
+static int
+msg_order(const void *a, const void *b)
+{
+    const struct rmsg *x = *(const struct rmsg *const *) a;
+    const struct rmsg *y = *(const struct rmsg *const *) b;
+
+    if (x->key.qid != y->key.qid)
+        return x->key.qid < y->key.qid ? -1 : 1;
+    return x->key.msg_id < y->key.msg_id ? -1 : x->key.msg_id > y->key.msg_id;
+}
+
+int
+gw_recover(const char *dir, struct gw_broker *b, struct gw_actions *out,
+           struct gw_recovery_report *rep)
+{
+    struct model m = {.b = b};
+    struct gw_restored_segment *segs = NULL;
+    struct gw_restore_totals t = {0};
+    struct rmsg **order, *r, *rt;
+    struct rpayload *p, *pt;
+    uint8_t *chunk;
+    uint64_t n, i, nmsg;
+    int rc;
+
+    memset(rep, 0, sizeof(*rep));
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        SCIMQ_LOG_ERROR(GATEWAY, "cannot create journal directory %s: %s", dir,
+                        strerror(errno));
+        return scimq__err_from_errno(errno);
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        SCIMQ_LOG_ERROR(GATEWAY, "journal directory %s is not writable: %s",
+                        dir, strerror(errno));
+        return SCIMQ_EACCES;
+    }
+    gw_broker_restore_begin(b, out);
+    rc = topology_load(dir, b, &t.next_qid);
+    if (rc == 0)
+        rc = segments_list(dir, &segs, &n);
+    if (rc != 0) {
+        free(segs);
+        gw_broker_restore_end(b, &t);
+        return rc;
+    }
+    chunk = gw_xcalloc(1, SCAN_CHUNK);
+    for (i = 0; i < n; i++)
+        scan_segment(&m, dir, segs[i].seg, chunk, &segs[i].bytes,
+                     &t.truncated_bytes);
+    free(chunk);
+
+    /* Every live message, in order per queue, on its restored payload. */
+    nmsg = HASH_COUNT(m.msgs);
+    order = gw_xcalloc(nmsg + 1, sizeof(*order));
+    i = 0;
+    HASH_ITER(hh, m.msgs, r, rt) order[i++] = r;
+    qsort(order, nmsg, sizeof(*order), msg_order);
+    for (i = 0; i < nmsg; i++) {
+        r = order[i];
+        HASH_FIND(hh, m.payloads, &r->payload_id, sizeof(r->payload_id), p);
+        if (p == NULL)
+            continue; /* its MSG record was lost with a damaged segment */
+        if (p->restored == NULL)
+            p->restored = gw_broker_restore_payload(
+                b, p->id, p->blocks, p->block_count, p->len, p->seg, p->off);
+        gw_broker_restore_msg(b, r->key.qid, r->key.msg_id, p->restored,
+                              r->attempt);
+        rep->messages++;
+    }
+    free(order);
+    t.next_msg_id = m.max_msg_id;
+    t.next_payload_id = m.max_payload_id;
+    t.segments = segs;
+    t.n_segments = n;
+    t.first_new_segment = n > 0 ? segs[n - 1].seg + 1 : 1;
+    gw_broker_restore_end(b, &t);
+    rep->segments = n;
+    rep->truncated_bytes = t.truncated_bytes;
+    rep->next_segment = t.first_new_segment;
+    HASH_ITER(hh, m.payloads, p, pt)
+    {
+        if (p->restored != NULL)
+            rep->bytes += p->len;
+        HASH_DEL(m.payloads, p);
+        free(p->blocks);
+        free(p->names);
+        free(p);
+    }
+    HASH_ITER(hh, m.msgs, r, rt)
+    {
+        HASH_DEL(m.msgs, r);
+        free(r);
+    }
+    free(segs);
+    return 0;
+}
