@@ -1,0 +1,85 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# The journal across restarts:
+#  1. SIGTERM with a backlog: the gateway drains what is leased, exits, and
+#     the next start delivers the whole backlog.
+#  2. A journal twice the memory limit is recovered without reading the
+#     payloads into memory: peak RSS within the limit + 64 MiB, and every
+#     message is then delivered, verified.
+#  3. A torn tail (garbage after the last record, then a record cut short)
+#     is cut at the first bad record; everything before it is recovered.
+. "$top_srcdir/tests/integration/lib.sh"
+journal="$workdir/journal"
+jstat() { gw_stat ".journal.$1"; }
+
+# 1. SIGTERM with a backlog.
+start_gateway --journal-dir "$journal"
+"$bindir/scimqctl" queue create backlog --guaranteed > /dev/null || fail "create"
+bounded 60 "$bindir/scimq-send" --queue backlog --synthetic --size 64KiB \
+    --count 30 > /dev/null || fail "send"
+stop_gateway
+start_gateway --journal-dir "$journal"
+expect_eq "after SIGTERM: recovered" 30 "$(jstat recovered.messages)"
+"$bindir/scimqctl" queue close backlog > /dev/null || fail "close"
+bounded 60 "$bindir/scimq-recv" --queue backlog --verify --until-eos \
+    --expect 30 > "$workdir/recv1.json" || fail "consumer failed"
+expect_eq "after SIGTERM: verified" 30 "$(json_get "$workdir/recv1.json" .verified)"
+expect_eq "after SIGTERM: lost" 0 "$(json_get "$workdir/recv1.json" .lost)"
+stop_gateway
+rm -rf "$journal"
+
+# 2. Twice the memory limit in the journal.
+start_gateway --journal-dir "$journal" --memory-limit 32MiB
+"$bindir/scimqctl" queue create big --guaranteed > /dev/null || fail "create"
+bounded 120 "$bindir/scimq-send" --queue big --synthetic --size 1MiB \
+    --count 64 > /dev/null || fail "send"
+kill -KILL "$GW_PID"
+wait "$GW_PID" 2> /dev/null || true
+start_gateway --journal-dir "$journal" --memory-limit 32MiB
+expect_eq "twice the memory: recovered" 64 "$(jstat recovered.messages)"
+hwm=$(awk '/^VmHWM/ {print $2 * 1024}' "/proc/$GW_PID/status")
+if [ "$sanitized" = yes ]; then
+    echo "peak RSS $hwm B not checked: sanitizer build"
+else
+    [ "$hwm" -le $(((32 + 64) * 1048576)) ] ||
+        fail "peak RSS $hwm B while recovering 64 MiB (limit 32 MiB + 64 MiB)"
+    ok "peak RSS $hwm B while recovering 64 MiB into 32 MiB"
+fi
+"$bindir/scimqctl" queue close big > /dev/null || fail "close"
+bounded 120 "$bindir/scimq-recv" --queue big --verify --until-eos \
+    --expect 64 > "$workdir/recv2.json" || fail "consumer failed"
+expect_eq "twice the memory: verified" 64 "$(json_get "$workdir/recv2.json" .verified)"
+expect_eq "twice the memory: lost" 0 "$(json_get "$workdir/recv2.json" .lost)"
+stop_gateway
+rm -rf "$journal"
+
+# 3. A torn tail.
+start_gateway --journal-dir "$journal"
+"$bindir/scimqctl" queue create torn --guaranteed > /dev/null || fail "create"
+bounded 60 "$bindir/scimq-send" --queue torn --synthetic --size 10KiB \
+    --count 10 > /dev/null || fail "send"
+kill -KILL "$GW_PID"
+wait "$GW_PID" 2> /dev/null || true
+last=$(ls "$journal"/*.seg | tail -n 1)
+head -c 100 /dev/urandom >> "$last"
+start_gateway --journal-dir "$journal"
+expect_eq "garbage tail: recovered" 10 "$(jstat recovered.messages)"
+expect_eq "garbage tail: cut" 100 "$(jstat recovered.truncated_bytes)"
+bounded 60 "$bindir/scimq-send" --queue torn --synthetic --size 10KiB \
+    --count 1 --first-seq 10 > /dev/null || fail "send"
+kill -KILL "$GW_PID"
+wait "$GW_PID" 2> /dev/null || true
+# The record of message 10 loses its last 1000 bytes.
+last=$(ls "$journal"/*.seg | tail -n 1)
+truncate -s -1000 "$last"
+start_gateway --journal-dir "$journal"
+expect_eq "cut record: recovered" 10 "$(jstat recovered.messages)"
+[ "$(jstat recovered.truncated_bytes)" -gt 0 ] || fail "the cut record was not dropped"
+ok "the cut record was dropped"
+"$bindir/scimqctl" queue close torn > /dev/null || fail "close"
+bounded 60 "$bindir/scimq-recv" --queue torn --verify --until-eos \
+    --expect 10 > "$workdir/recv3.json" || fail "consumer failed"
+expect_eq "torn: verified" 10 "$(json_get "$workdir/recv3.json" .verified)"
+expect_eq "torn: lost" 0 "$(json_get "$workdir/recv3.json" .lost)"
+stop_gateway
+echo "$checks checks passed"
