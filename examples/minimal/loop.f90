@@ -33,7 +33,8 @@ program loop
         mine(1) = mine(1) + 1
         if (associated(bytes)) mine(2) = mine(2) + size(bytes, kind=int64)
     end do
-    if (rc /= SCIMQ_EOS) &
+    ! SCIMQ_ESTOPPED: a stop signal (SIGUSR1 from the job script).
+    if (rc /= SCIMQ_EOS .and. rc /= SCIMQ_ESTOPPED) &
         write (error_unit, '(a, i0, 2a)') 'loop_f: rank ', rank, ': ', scimq_strerror(rc)
 
     write (*, '(a, i0, a, i0, a, i0, a)') 'rank ', rank, ': ', mine(1), &
@@ -43,5 +44,5 @@ program loop
         ' messages, ', total(2), ' bytes'
     call scimq_mpi_finalize(ierr)
     call MPI_Finalize(ierr)
-    if (rc /= SCIMQ_EOS) error stop 1
+    if (rc /= SCIMQ_EOS .and. rc /= SCIMQ_ESTOPPED) error stop 1
 end program loop

@@ -8,7 +8,7 @@ program shim_loop
     use, intrinsic :: iso_fortran_env, only: int64, error_unit
     use mpi
     use scimq, only: scimq_msg, scimq_mpi_next, scimq_strerror, SCIMQ_OK, &
-                     SCIMQ_EOS
+                     SCIMQ_EOS, SCIMQ_ESTOPPED
     implicit none
     type(scimq_msg) :: msg
     integer(int64) :: mine(2), total(2)    ! messages, bytes
@@ -24,7 +24,8 @@ program shim_loop
         mine(2) = mine(2) + msg%len
     end do
     ! SCIMQ_ESTATE: the shim is not there or could not start the runtime.
-    if (rc /= SCIMQ_EOS) &
+    ! SCIMQ_ESTOPPED: a stop signal (SIGUSR1 from the job script).
+    if (rc /= SCIMQ_EOS .and. rc /= SCIMQ_ESTOPPED) &
         write (error_unit, '(a, i0, 2a)') 'shim_loop_f: rank ', rank, ': ', scimq_strerror(rc)
 
     write (*, '(a, i0, a, i0, a, i0, a)') 'rank ', rank, ': ', mine(1), &
@@ -33,5 +34,5 @@ program shim_loop
     if (rank == 0) write (*, '(a, i0, a, i0, a)') 'total: ', total(1), &
         ' messages, ', total(2), ' bytes'
     call MPI_Finalize(ierr)
-    if (rc /= SCIMQ_EOS) error stop 1
+    if (rc /= SCIMQ_EOS .and. rc /= SCIMQ_ESTOPPED) error stop 1
 end program shim_loop

@@ -38,6 +38,7 @@ module scimq
     integer, parameter, public :: SCIMQ_ETIMEDOUT = -110
     integer, parameter, public :: SCIMQ_EOS = -4001
     integer, parameter, public :: SCIMQ_ESTATE = -4020
+    integer, parameter, public :: SCIMQ_ESTOPPED = -4022
 
     ! Words of opaque storage for the C message (F_STATE_WORDS in scimq_f.c,
     ! which checks at compile time that the C struct fits).
@@ -54,7 +55,7 @@ module scimq
     end type scimq_msg
 
     public :: scimq_mpi_init, scimq_mpi_next, scimq_mpi_ack, scimq_mpi_nack
-    public :: scimq_mpi_put, scimq_mpi_finalize, scimq_msg_view
+    public :: scimq_mpi_put, scimq_mpi_finalize, scimq_mpi_stop, scimq_msg_view
     public :: scimq_strerror
 
     !> Points a Fortran array at the payload of a message (no copy):
@@ -120,6 +121,10 @@ module scimq
             import :: c_int
             integer(c_int) :: rc
         end function c_finalize
+
+        ! Async-signal-safe; no arguments, so bound to the C call itself.
+        subroutine c_stop() bind(c, name='scimq_mpi_stop')
+        end subroutine c_stop
 
         function c_strerror(err, buf, buflen) &
                 bind(c, name='scimq__f_strerror') result(n)
@@ -244,6 +249,13 @@ contains
 
         call put_int64(queue, data, int(nbytes, c_int64_t), ierr, name)
     end subroutine put_int32
+
+    !> Asks the runtime to stop: the next scimq_mpi_next acknowledges the
+    !> message in hand and returns SCIMQ_ESTOPPED (as a stop signal,
+    !> SCIMQ_MPI_STOP_SIGNALS, default USR1, does).
+    subroutine scimq_mpi_stop()
+        call c_stop()
+    end subroutine scimq_mpi_stop
 
     !> Leaves (collective): acknowledges the current message and stops the
     !> runtime.  Call before MPI_Finalize.

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -31,6 +32,123 @@
 #define RANK_OP_READ 4
 
 static scimq_mpi_t *default_ctx;
+
+/*
+ * Stop requests (scimq_mpi_stop(), from a signal handler or not): one
+ * lock-free flag, which is async-signal-safe, read by next() as it polls.
+ * A stopped process stays stopped.
+ */
+static atomic_int stop_requested;
+
+/* Stop signals installed by the first init, restored by the last finalize. */
+#define STOP_SIGNALS_MAX 8
+static int stop_signals[STOP_SIGNALS_MAX], nstop_signals, live_contexts;
+
+void
+scimq_mpi_stop(void)
+{
+    atomic_store_explicit(&stop_requested, 1, memory_order_relaxed);
+}
+
+static void
+on_stop_signal(int sig)
+{
+    (void) sig;
+    scimq_mpi_stop();
+}
+
+static int
+signal_by_name(const char *name)
+{
+    static const struct {
+        const char *name;
+        int sig;
+    } table[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM},
+                 {"INT", SIGINT},   {"HUP", SIGHUP},   {"XCPU", SIGXCPU},
+                 {"URG", SIGURG},   {"CONT", SIGCONT}};
+    char *end;
+    long n;
+
+    if (strncmp(name, "SIG", 3) == 0)
+        name += 3;
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+        if (strcmp(name, table[i].name) == 0)
+            return table[i].sig;
+    n = strtol(name, &end, 10);
+    return *name != '\0' && *end == '\0' && n > 0 && n < NSIG ? (int) n : -1;
+}
+
+/*
+ * Installs on_stop_signal for each signal of $SCIMQ_MPI_STOP_SIGNALS
+ * (default USR1) whose disposition is the default one.  Returns 0 or
+ * SCIMQ_ECONFIG for a name it does not know.
+ */
+static int
+stop_signals_install(int rank)
+{
+    const char *e = getenv("SCIMQ_MPI_STOP_SIGNALS");
+    char list[256], *save = NULL, *tok;
+    int sigs[STOP_SIGNALS_MAX], n = 0;
+
+    snprintf(list, sizeof(list), "%s", e != NULL ? e : "USR1");
+    for (tok = strtok_r(list, ", ", &save); tok != NULL;
+         tok = strtok_r(NULL, ", ", &save)) {
+        int sig;
+
+        if (strcmp(tok, "none") == 0 || strcmp(tok, "NONE") == 0)
+            continue;
+        sig = signal_by_name(tok);
+        if (sig < 0 || n == STOP_SIGNALS_MAX) {
+            if (rank == 0)
+                SCIMQ_LOG_ERROR(MPI,
+                                "SCIMQ_MPI_STOP_SIGNALS: '%s' is not a signal "
+                                "(names such as USR1,TERM, or none)",
+                                tok);
+            return SCIMQ_ECONFIG;
+        }
+        sigs[n++] = sig;
+    }
+    for (int i = 0; i < n; i++) {
+        struct sigaction old, sa;
+
+        if (sigaction(sigs[i], NULL, &old) != 0)
+            continue;
+        if ((old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL) {
+            if (rank == 0)
+                SCIMQ_LOG_INFO(MPI,
+                               "signal %d has a handler already: left to the "
+                               "program (it may call scimq_mpi_stop())",
+                               sigs[i]);
+            continue;
+        }
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_stop_signal;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(sigs[i], &sa, NULL) == 0)
+            stop_signals[nstop_signals++] = sigs[i];
+    }
+    return 0;
+}
+
+static void
+stop_signals_restore(void)
+{
+    for (int i = 0; i < nstop_signals; i++) {
+        struct sigaction cur, sa;
+
+        /* Only ours: the program may have replaced it since. */
+        if (sigaction(stop_signals[i], NULL, &cur) != 0 ||
+            (cur.sa_flags & SA_SIGINFO) != 0 ||
+            cur.sa_handler != on_stop_signal)
+            continue;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = SIG_DFL;
+        sigemptyset(&sa.sa_mask);
+        (void) sigaction(stop_signals[i], &sa, NULL);
+    }
+    nstop_signals = 0;
+}
 
 static const char *
 env_or(const char *value, const char *env, const char *fallback)
@@ -287,6 +405,40 @@ pending_recv(scimq_mpi_t *ctx)
     return NULL;
 }
 
+static bool
+stop_pending(const scimq_mpi_t *ctx)
+{
+    return ctx->stopped ||
+           atomic_load_explicit(&stop_requested, memory_order_relaxed) != 0;
+}
+
+/*
+ * A stop: the message in hand is acknowledged (DONE, no WANT) and the
+ * rank says BYE, so its agent gives back to the gateway whatever it had
+ * chosen for it (a MSG answering an outstanding WANT is never read).
+ */
+static int
+stop(scimq_mpi_t *ctx)
+{
+    int rc = 0;
+
+    if (ctx->stopped)
+        return SCIMQ_ESTOPPED;
+    ctx->stopped = true;
+    if (ctx->holding) {
+        ctx->holding = false;
+        rc = send_ctrl(ctx, CTRL_DONE, 0, 0);
+    }
+    if (rc == 0)
+        rc = send_ctrl(ctx, CTRL_BYE, 0, 0);
+    ctx->want_out = false;
+    SCIMQ_LOG_INFO(MPI, "rank %d: stop requested after %" PRIu64 " messages",
+                   ctx->rank, ctx->messages);
+    if (rc != 0)
+        return ctx->error = rc;
+    return SCIMQ_ESTOPPED;
+}
+
 int
 scimq_mpi_next_timed(scimq_mpi_t *ctx, scimq_mpi_msg_t *msg, int timeout_ms)
 {
@@ -300,6 +452,8 @@ scimq_mpi_next_timed(scimq_mpi_t *ctx, scimq_mpi_msg_t *msg, int timeout_ms)
         return SCIMQ_EINVAL;
     if (ctx->error != 0)
         return ctx->error;
+    if (stop_pending(ctx))
+        return stop(ctx);
     /* Asking for the next acknowledges the previous. */
     if (ctx->holding) {
         ctx->holding = false;
@@ -322,6 +476,8 @@ scimq_mpi_next_timed(scimq_mpi_t *ctx, scimq_mpi_msg_t *msg, int timeout_ms)
 
         if (op == NULL && progress(ctx, &op, NULL) < 0)
             return ctx->error = SCIMQ_EFABRIC;
+        if (op == NULL && stop_pending(ctx))
+            return stop(ctx); /* the BYE gives back what comes */
         if (op == NULL) {
             if (scimq__mpi_now_ns() >= deadline)
                 return timeout_ms == 0 ? SCIMQ_EAGAIN : SCIMQ_ETIMEDOUT;
@@ -579,6 +735,8 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
         ctx->queue = strdup(queue);
         rc = ctx->url && ctx->queue ? options_resolve(ctx, opts) : SCIMQ_ENOMEM;
     }
+    if (rc == 0 && live_contexts == 0 && nstop_signals == 0)
+        rc = stop_signals_install(ctx->rank);
     if ((rc = agree(ctx->comm, rc)) != 0) {
         if (ctx->rank == 0 && rc == SCIMQ_EINVAL)
             SCIMQ_LOG_ERROR(MPI, "no gateway URL or queue (SCIMQ_URL, "
@@ -630,12 +788,15 @@ out:
             ctx->agent = NULL;
         }
         ctx_free(ctx);
+        if (live_contexts == 0)
+            stop_signals_restore();
         return rc;
     }
     if (default_ctx == NULL)
         default_ctx = ctx;
     if (ctx_p != NULL)
         *ctx_p = ctx;
+    live_contexts++;
     if (ctx->rank == 0)
         SCIMQ_LOG_INFO(MPI,
                        "consuming %s from %s: %d ranks, provider %s, "
@@ -659,7 +820,7 @@ scimq_mpi_finalize(scimq_mpi_t *ctx)
         ctx->holding = false;
         rc = send_ctrl(ctx, CTRL_DONE, 0, 0);
     }
-    if (ctx->error == 0 || ctx->error == SCIMQ_EOS)
+    if (!ctx->stopped && (ctx->error == 0 || ctx->error == SCIMQ_EOS))
         (void) send_ctrl(ctx, CTRL_BYE, 0, 0);
     /* Let the sends leave before the endpoint closes. */
     while ((ctx->ops[RANK_OP_SEND0].busy || ctx->ops[RANK_OP_SEND0 + 1].busy) &&
@@ -678,5 +839,7 @@ scimq_mpi_finalize(scimq_mpi_t *ctx)
     if (default_ctx == ctx)
         default_ctx = NULL;
     ctx_free(ctx);
+    if (--live_contexts == 0)
+        stop_signals_restore();
     return rc;
 }

@@ -112,6 +112,7 @@ struct scimq_mpi {
     struct scimq_mpi_agent_info ai;
 
     bool holding, want_out, eos;
+    bool stopped; /* a stop was handled: DONE and BYE sent */
     int error;
     uint32_t slot;
     uint64_t gen;

@@ -48,6 +48,7 @@ on_stop(int sig)
 {
     (void) sig;
     stop_requested = 1;
+    scimq_mpi_stop(); /* async-signal-safe: next() returns SCIMQ_ESTOPPED */
 }
 
 struct rank_stats {

@@ -80,7 +80,8 @@ extern "C" {
     X(EFABRIC, 4018, "fabric (libfabric) error")                               \
     X(EMPI, 4019, "MPI error")                                                 \
     X(ESTATE, 4020, "call not valid in the current state")                     \
-    X(EBUG, 4021, "internal error (a bug)")
+    X(EBUG, 4021, "internal error (a bug)")                                    \
+    X(ESTOPPED, 4022, "stopped on request")
 
 /** The error codes as negative values: SCIMQ_EINVAL, SCIMQ_EOS, ... */
 enum scimq_error {

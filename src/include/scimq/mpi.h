@@ -106,8 +106,11 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
  * previous one first.
  *
  * \return 0 and *msg; SCIMQ_EOS once the queue is closed and drained;
- *         SCIMQ_ESTATE without a default context; another SCIMQ_E* code
- *         on failure.
+ *         SCIMQ_ESTOPPED once a stop was requested (scimq_mpi_stop() or a
+ *         stop signal): the message in hand is acknowledged, this rank
+ *         asks for nothing more and what its agent had chosen for it goes
+ *         back to the gateway; SCIMQ_ESTATE without a default context;
+ *         another SCIMQ_E* code on failure.
  */
 SCIMQ_EXPORT SCIMQ_WARN_UNUSED_RESULT int scimq_mpi_next(scimq_mpi_msg_t *msg);
 
@@ -151,6 +154,22 @@ SCIMQ_EXPORT int scimq_mpi_put(scimq_mpi_t *ctx, const char *queue,
  * Collective over the context's communicator.  ctx NULL: the default.
  */
 SCIMQ_EXPORT int scimq_mpi_finalize(scimq_mpi_t *ctx);
+
+/**
+ * Asks every context of this process to stop: the next (or current) call
+ * of scimq_mpi_next()/next_timed()/try_next() acknowledges the message in
+ * hand and returns SCIMQ_ESTOPPED, and so does every later one; then call
+ * scimq_mpi_finalize() as usual.  Async-signal-safe (it sets a flag), so
+ * a program's own signal handler may call it.
+ *
+ * scimq_mpi_init() (and so the PMPI shim) installs a handler that calls it
+ * for the signals named in $SCIMQ_MPI_STOP_SIGNALS (comma-separated, e.g.
+ * "USR1,TERM"; "none" for none; default "USR1", what the job scripts
+ * forward before the walltime), for each signal whose disposition is
+ * still the default one (a program's own handler is left alone); the last
+ * scimq_mpi_finalize() restores the default.
+ */
+SCIMQ_EXPORT void scimq_mpi_stop(void);
 
 /** The default context, or NULL. */
 SCIMQ_EXPORT scimq_mpi_t *scimq_mpi_default(void);
