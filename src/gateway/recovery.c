@@ -188,11 +188,16 @@ apply(struct model *m, const struct gw_jrec *r, uint64_t seg, uint64_t off)
         msg_put(m, r->one.qid, r->one.msg_id, r->payload_id, r->attempt);
         break;
     case GW_JREC_ATTEMPT:
+        if (r->one.msg_id > m->max_msg_id)
+            m->max_msg_id = r->one.msg_id;
         if ((msg = msg_get(m, r->one.qid, r->one.msg_id)) != NULL)
             msg->attempt = r->attempt;
         break;
     case GW_JREC_SETTLE:
     default:
+        /* Ids are not reused while any record of them is left. */
+        if (r->one.msg_id > m->max_msg_id)
+            m->max_msg_id = r->one.msg_id;
         if ((msg = msg_get(m, r->one.qid, r->one.msg_id)) != NULL) {
             HASH_DEL(m->msgs, msg);
             free(msg);

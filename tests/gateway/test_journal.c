@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The journal's record codec, and recovery of crafted journal directories
+ * into the real broker: what is kept, what is settled, what a damaged
+ * record costs.
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <scimq/error.h>
+
+#include "cunit_main.h"
+#include "gateway/broker.h"
+#include "gateway/journal.h"
+#include "gateway/journal_codec.h"
+#include "gateway/records.h"
+#include "gateway/recovery.h"
+
+static uint8_t *
+encode(const struct gw_jrec *r, const void *data, size_t *len)
+{
+    size_t hlen = gw_jrec_header_len(r);
+    uint8_t *buf = calloc(1, hlen + r->data_len);
+
+    gw_jrec_encode(r, buf);
+    gw_jrec_set_crc(buf, gw_jrec_crc(buf, hlen, data, r->data_len));
+    if (r->data_len > 0)
+        memcpy(buf + hlen, data, r->data_len);
+    *len = hlen + r->data_len;
+    return buf;
+}
+
+static struct gw_jrec
+msg_rec(uint64_t payload_id, const struct gw_jrec_target *t, uint16_t n,
+        const struct gw_jrec_block *blocks, uint32_t nb, uint64_t len)
+{
+    struct gw_jrec r = {.type = GW_JREC_MSG};
+
+    r.payload_id = payload_id;
+    r.target = t;
+    r.n_targets = n;
+    r.blocks = blocks;
+    r.block_count = nb;
+    r.data_len = len;
+    return r;
+}
+
+static struct gw_jrec
+small_rec(enum gw_jrec_type type, uint64_t qid, uint64_t msg_id,
+          uint64_t payload_id, uint32_t attempt)
+{
+    struct gw_jrec r = {.type = type};
+
+    r.one.qid = qid;
+    r.one.msg_id = msg_id;
+    r.payload_id = payload_id;
+    r.attempt = attempt;
+    return r;
+}
+
+static int
+decode(const uint8_t *buf, size_t len, struct gw_jrec *r)
+{
+    uint64_t body;
+    uint32_t flen, crc;
+    uint8_t type;
+    int rc;
+
+    if (len < GW_JREC_PREFIX_LEN)
+        return SCIMQ_EPROTO;
+    rc = gw_jrec_prefix(buf, &body, &flen, &crc, &type);
+    if (rc != 0)
+        return rc;
+    if (body != len - GW_JREC_PREFIX_LEN)
+        return SCIMQ_EPROTO;
+    if (scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN, (size_t) body) != crc)
+        return SCIMQ_EPROTO_DATASUM;
+    return gw_jrec_fields(type, buf + GW_JREC_PREFIX_LEN, flen, body, r);
+}
+
+static void
+test_codec(void)
+{
+    struct gw_jrec_target t[2] = {{7, 100}, {9, 101}};
+    struct gw_jrec_block bl[2] = {{"image", 5, 6}, {"", 0, 4}};
+    struct gw_jrec r = msg_rec(42, t, 2, bl, 2, 10), d;
+    size_t len;
+    uint8_t *buf = encode(&r, "abcdefghij", &len);
+
+    CU_ASSERT_FATAL(decode(buf, len, &d) == 0);
+    CU_ASSERT(d.type == GW_JREC_MSG && d.payload_id == 42);
+    CU_ASSERT(d.n_targets == 2 && d.block_count == 2 && d.data_len == 10);
+    CU_ASSERT(gw_jrec_target_at(&d, 1).qid == 9);
+    CU_ASSERT(gw_jrec_target_at(&d, 1).msg_id == 101);
+    CU_ASSERT(gw_jrec_block_at(&d, 0).len == 6);
+    CU_ASSERT(memcmp(gw_jrec_block_at(&d, 0).name, "image", 5) == 0);
+    CU_ASSERT(gw_jrec_block_at(&d, 1).name_len == 0);
+    /* Every byte of the body is covered: a flipped data bit is found. */
+    buf[len - 1] ^= 1;
+    CU_ASSERT(decode(buf, len, &d) == SCIMQ_EPROTO_DATASUM);
+    buf[len - 1] ^= 1;
+    buf[0] ^= 0xff; /* magic */
+    CU_ASSERT(decode(buf, len, &d) == SCIMQ_EPROTO);
+    free(buf);
+
+    for (int type = GW_JREC_ENQUEUE; type <= GW_JREC_SETTLE; type++) {
+        r = small_rec((enum gw_jrec_type) type, 3, 77, 5, 2);
+        buf = encode(&r, NULL, &len);
+        CU_ASSERT_FATAL(decode(buf, len, &d) == 0);
+        CU_ASSERT(d.type == (enum gw_jrec_type) type);
+        CU_ASSERT(d.one.qid == 3 && d.one.msg_id == 77);
+        if (type != GW_JREC_SETTLE)
+            CU_ASSERT(d.attempt == 2);
+        if (type == GW_JREC_ENQUEUE)
+            CU_ASSERT(d.payload_id == 5);
+        /* A record cut short or one byte too long is not a record. */
+        CU_ASSERT(decode(buf, len - 1, &d) != 0);
+        free(buf);
+    }
+    /* Block lengths that do not add up to the data. */
+    r = msg_rec(1, t, 1, bl, 2, 11);
+    buf = encode(&r, "abcdefghijk", &len);
+    CU_ASSERT(decode(buf, len, &d) == SCIMQ_EPROTO);
+    free(buf);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static char dir[64];
+
+static void
+put_file(const char *name, const void *data, size_t len, int flags)
+{
+    char path[256];
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    fd = open(path, O_WRONLY | O_CREAT | flags, 0600);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_FATAL(write(fd, data, len) == (ssize_t) len);
+    close(fd);
+}
+
+static void
+append_rec(const char *seg, const struct gw_jrec *r, const void *data)
+{
+    size_t len;
+    uint8_t *buf = encode(r, data, &len);
+
+    put_file(seg, buf, len, O_APPEND);
+    free(buf);
+}
+
+static const struct gw_queue *
+queue_named(struct gw_broker *b, const char *name)
+{
+    const struct gw_queue *q = NULL;
+
+    HASH_FIND(hh, b->queues, name, strlen(name), q);
+    return q;
+}
+
+static void
+test_recovery(void)
+{
+    const char *topo =
+        "{\"version\":1,\"next_qid\":2,\"queues\":["
+        "{\"qid\":1,\"name\":\"in\",\"kind\":0,\"ack_timeout_ms\":5000,"
+        "\"max_attempts\":0,\"max_bytes\":0,\"closed\":false,"
+        "\"durability\":\"sync\"},"
+        "{\"qid\":2,\"name\":\"copy\",\"kind\":0,\"ack_timeout_ms\":5000,"
+        "\"max_attempts\":3,\"max_bytes\":0,\"closed\":true,"
+        "\"durability\":\"sync\"}],\"bindings\":[[1,2]]}";
+    struct gw_broker_settings set = {.ack_timeout_ms = 5000,
+                                     .memory_limit = 1 << 20,
+                                     .chunk_size = 64 << 10,
+                                     .journal = true,
+                                     .durability = 2};
+    struct gw_jrec_target both[2] = {{1, 10}, {2, 11}}, gone = {9, 12};
+    struct gw_jrec_block bl = {"d", 1, 4};
+    struct gw_recovery_report rep;
+    struct gw_actions out = {NULL, NULL};
+    struct gw_broker *b;
+    struct gw_jrec r;
+    struct stat st;
+    char path[256];
+    struct gw_action *a;
+    int drops = 0;
+
+    snprintf(dir, sizeof(dir), "/tmp/scimq-journal-test.%ld", (long) getpid());
+    mkdir(dir, 0700);
+    put_file(GW_JOURNAL_TOPOLOGY_FILE, topo, strlen(topo), O_TRUNC);
+    /* Segment 1: message 10/11 in both queues; a message of a deleted
+     * queue; an old message settled everywhere. */
+    r = msg_rec(1, both, 2, &bl, 1, 4);
+    append_rec("0000000000000001.seg", &r, "AAAA");
+    r = msg_rec(2, &gone, 1, &bl, 1, 4);
+    append_rec("0000000000000001.seg", &r, "BBBB");
+    /* Segment 2: 10 is acked in "in", 11 was delivered twice in "copy";
+     * message 20 (payload 3) comes and is settled; 21 stays. */
+    r = small_rec(GW_JREC_SETTLE, 1, 10, 0, 0);
+    append_rec("0000000000000002.seg", &r, NULL);
+    r = small_rec(GW_JREC_ATTEMPT, 2, 11, 0, 2);
+    append_rec("0000000000000002.seg", &r, NULL);
+    {
+        struct gw_jrec_target t20 = {1, 20}, t21 = {1, 21};
+
+        r = msg_rec(3, &t20, 1, &bl, 1, 4);
+        append_rec("0000000000000002.seg", &r, "CCCC");
+        r = small_rec(GW_JREC_SETTLE, 1, 20, 0, 0);
+        append_rec("0000000000000002.seg", &r, NULL);
+        r = msg_rec(4, &t21, 1, &bl, 1, 4);
+        append_rec("0000000000000002.seg", &r, "DDDD");
+    }
+    /* A torn tail: half a record. */
+    {
+        struct gw_jrec_target t22 = {1, 22};
+        size_t len;
+        uint8_t *buf;
+
+        r = msg_rec(5, &t22, 1, &bl, 1, 4);
+        buf = encode(&r, "EEEE", &len);
+        put_file("0000000000000002.seg", buf, len / 2, O_APPEND);
+        free(buf);
+    }
+
+    CU_ASSERT_FATAL(gw_broker_new(&set, &b) == 0);
+    CU_ASSERT_FATAL(gw_recover(dir, b, &out, &rep) == 0);
+    CU_ASSERT(rep.messages == 2); /* 11 in copy, 21 in in */
+    CU_ASSERT(rep.bytes == 8);
+    CU_ASSERT(rep.segments == 2);
+    CU_ASSERT(rep.truncated_bytes > 0);
+    CU_ASSERT(rep.next_segment == 3);
+    CU_ASSERT_FATAL(queue_named(b, "in") != NULL);
+    CU_ASSERT_FATAL(queue_named(b, "copy") != NULL);
+    CU_ASSERT(queue_named(b, "in")->n_ready == 1);
+    CU_ASSERT(queue_named(b, "in")->ready->id == 21);
+    CU_ASSERT(queue_named(b, "copy")->n_ready == 1);
+    CU_ASSERT(queue_named(b, "copy")->ready->id == 11);
+    CU_ASSERT(queue_named(b, "copy")->ready->attempt == 2);
+    CU_ASSERT(queue_named(b, "copy")->closed);
+    CU_ASSERT(queue_named(b, "copy")->max_attempts == 3);
+    CU_ASSERT(queue_named(b, "in")->bindings != NULL &&
+              queue_named(b, "in")->bindings->target == queue_named(b, "copy"));
+    /* Payloads stay in the journal: nothing in memory. */
+    CU_ASSERT(queue_named(b, "copy")->ready->payload->where == GW_PL_DISK);
+    CU_ASSERT(queue_named(b, "copy")->ready->payload->seg == 1);
+    CU_ASSERT(gw_pool_used(&b->store.pool) == 0);
+    /* Both segments hold live payloads: none is dropped. */
+    while ((a = gw_actions_pop(&out)) != NULL) {
+        drops += a->kind == GW_ACT_JOURNAL_DROP;
+        gw_action_free(a);
+    }
+    CU_ASSERT(drops == 0);
+    /* The torn tail was cut off the file. */
+    snprintf(path, sizeof(path), "%s/0000000000000002.seg", dir);
+    CU_ASSERT(stat(path, &st) == 0 &&
+              (uint64_t) st.st_size == b->store.segments->next->bytes);
+    /* New messages get new ids (the torn 22 was never confirmed). */
+    CU_ASSERT(b->next_msg_id == 21);
+    CU_ASSERT(b->store.next_payload_id >= 4);
+    gw_broker_free(b);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/0000000000000001.seg", dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/" GW_JOURNAL_TOPOLOGY_FILE, dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+static const struct scimq_cunit_test journal_tests[] = {
+    {"record codec", test_codec, 1},
+    {"recovery of a crafted journal", test_recovery, 1},
+    {NULL, NULL, 0}};
+
+static const struct scimq_cunit_suite suites[] = {
+    {"journal", NULL, NULL, journal_tests}, {NULL, NULL, NULL, NULL}};
+
+SCIMQ_CUNIT_MAIN(suites)
