@@ -314,6 +314,8 @@ gw_broker_put_begin(struct gw_broker *b, uint64_t now, uint64_t conn_id,
     gw_event_begin(b, now, out);
     q = gw_queue_find_str(b, &f->args.queue.queue);
     rc = q == NULL ? SCIMQ_ENOENT : gw_queue_put_check(q, f->payload_len);
+    if (rc == 0 && gw_durable_journal_full(b, q, f->payload_len))
+        rc = SCIMQ_EAGAIN; /* the disk limit: wait like for memory */
     if (rc == 0)
         rc = gw_store_payload_new(&b->store, f, now, out, pl_p);
     if (rc == SCIMQ_EAGAIN) {

@@ -35,6 +35,7 @@ append(struct gw_broker *b, const struct gw_jrec *r, struct gw_payload *pl,
         a->payload_id = pl->id;
         a->len = pl->len;
     }
+    b->j.pending_bytes += hlen + a->len;
     gw_actions_push(b->out, a);
 }
 
@@ -70,6 +71,18 @@ append_msg(struct gw_broker *b, struct gw_payload *pl,
     append(b, &r, pl, sync);
     free(blocks);
     return sync;
+}
+
+bool
+gw_durable_journal_full(const struct gw_broker *b, const struct gw_queue *q,
+                        uint64_t len)
+{
+    bool durable = gw_durable_queue(q);
+
+    for (const struct gw_binding *bd = q->bindings; bd; bd = bd->next)
+        durable = durable || gw_durable_queue(bd->target);
+    return b->j.on && durable &&
+           b->store.j_bytes + b->j.pending_bytes + len > b->set.disk_limit;
 }
 
 bool
@@ -235,6 +248,7 @@ gw_durable_appended(struct gw_broker *b, const struct gw_action *job, int rc)
 {
     struct gw_payload *pl = job->payload;
 
+    b->j.pending_bytes -= job->hdr_len + job->len;
     if (rc == 0) {
         b->j.c.appends++;
         b->j.c.append_bytes += job->hdr_len + job->len;

@@ -35,6 +35,10 @@ gw_durable_queue(const struct gw_queue *q)
 bool gw_durable_put(struct gw_broker *b, struct gw_payload *pl,
                     struct gw_msg *const *msgs, size_t n, int worker,
                     uint64_t conn_id, uint64_t request_id, bool reply);
+/* Would a PUT of len bytes to q (and its bound queues) take the journal
+ * over the disk limit? */
+bool gw_durable_journal_full(const struct gw_broker *b,
+                             const struct gw_queue *q, uint64_t len);
 /* m entered a durable queue from another one. */
 void gw_durable_enqueue(struct gw_broker *b, const struct gw_msg *m);
 /* m of a durable queue is delivered (its attempt count went up). */

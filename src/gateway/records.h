@@ -281,6 +281,7 @@ struct gw_journal_state {
     bool on;                       /* a journal directory exists */
     enum gw_durability durability; /* of guaranteed queues */
     uint64_t seq;                  /* appends so far */
+    uint64_t pending_bytes;        /* appended, not written yet */
     uint64_t next_qid;
     struct gw_confirm *confirms, *confirms_tail;
     struct gw_journal_counters c;

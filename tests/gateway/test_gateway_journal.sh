@@ -8,6 +8,8 @@
 #     message is then delivered, verified.
 #  3. A torn tail (garbage after the last record, then a record cut short)
 #     is cut at the first bad record; everything before it is recovered.
+#  4. The disk limit bounds the journal: producers wait (TCP back-pressure)
+#     until consumers free segments; nothing is refused or lost.
 . "$top_srcdir/tests/integration/lib.sh"
 journal="$workdir/journal"
 jstat() { gw_stat ".journal.$1"; }
@@ -81,5 +83,31 @@ bounded 60 "$bindir/scimq-recv" --queue torn --verify --until-eos \
     --expect 10 > "$workdir/recv3.json" || fail "consumer failed"
 expect_eq "torn: verified" 10 "$(json_get "$workdir/recv3.json" .verified)"
 expect_eq "torn: lost" 0 "$(json_get "$workdir/recv3.json" .lost)"
+stop_gateway
+rm -rf "$journal"
+
+# 4. The disk limit.
+start_gateway --journal-dir "$journal" --disk-limit 8MiB \
+    --set gateway_journal_segment=2MiB
+"$bindir/scimqctl" queue create full --guaranteed > /dev/null || fail "create"
+"$bindir/scimq-send" --queue full --synthetic --size 1MiB --count 40 --close \
+    > "$workdir/send4.json" 2> "$workdir/send4.err" &
+send_pid=$!
+track "$send_pid"
+i=0
+while [ "$(gw_stat .totals.parked_producers)" -lt 1 ]; do
+    i=$((i + 1))
+    [ "$i" -gt $((300 * mult)) ] && fail "producer never back-pressured by the disk limit"
+    sleep 0.1
+done
+ok "producer waits at the disk limit"
+[ "$(jstat bytes)" -le $((9 * 1048576)) ] || fail "journal over the disk limit: $(jstat bytes) B"
+ok "journal within the disk limit"
+kill -0 "$send_pid" 2> /dev/null || fail "the producer finished into a full journal"
+bounded 120 "$bindir/scimq-recv" --queue full --verify --until-eos \
+    --expect 40 > "$workdir/recv4.json" || fail "consumer failed"
+wait "$send_pid" || fail "producer failed"
+expect_eq "disk limit: verified" 40 "$(json_get "$workdir/recv4.json" .verified)"
+expect_eq "disk limit: lost" 0 "$(json_get "$workdir/recv4.json" .lost)"
 stop_gateway
 echo "$checks checks passed"
