@@ -176,7 +176,7 @@ typedef union scimq_proto_args {
     struct { /* PUT, EOS, QUEUE_DELETE/LIST/CLOSE, STATS */
         scimq_proto_str_t queue;
     } queue;
-    struct { /* PUT_OK: queued in the gateway's memory (or spill) */
+    struct { /* PUT_OK: queued; durable as doc/scimp.md (PUT) says */
         uint64_t msg_id;
     } put_ok;
     struct { /* GET: add credits for deliveries from a queue */
