@@ -22,6 +22,12 @@
 # streams, volume, client tools), and adds the ratios of the medians,
 # new / ref.
 #
+# --durability LIST (e.g. memory,batch,sync) runs every trial once per
+# journal mode instead, interleaved, on the new gateway: memory without a
+# journal, batch and sync with a fresh journal in $TMPDIR (put TMPDIR on
+# the disk to measure), and adds the journal's syncs per trial and their
+# median latency; ratios are against the first mode.
+#
 # --memory-test instead runs a producer at least twice as fast as its
 # consumer against --memory-limit (256MiB), with a spill directory and
 # without one (producers back-pressured), and reports the gateway's peak
@@ -36,6 +42,7 @@
 #       [--streams 1,4,8] [--trials 5] [--bytes 1GiB] [--warmup 256MiB]
 #       [--memory-limit 4GiB] [--iperf3 PATH|none] [--iperf-port 5399]
 #       [--gateway-args 'ARGS'] [--gateway-ref PATH] [--tools-ref DIR]
+#       [--durability memory,batch,sync]
 #   bench/gateway-throughput.sh [BUILDDIR] --memory-test [--trials 3]
 #       [--memory-limit 256MiB] [--memory-size 16MiB] [--memory-count 128]
 #       [--memory-rate 32] [--memory-streams 8]
@@ -94,6 +101,7 @@ while [ $# -gt 0 ]; do
     --gateway-args) gwargs=$2 ;;
     --gateway-ref) gw_ref=$2 ;;
     --tools-ref) tools_ref=$2 ;;
+    --durability) durability=$2 ;;
     --memory-size) msize=$2 ;;
     --memory-count) mcount=$2 ;;
     --memory-rate) mrate=$2 ;;
@@ -161,6 +169,16 @@ gw_new=$build/src/gateway/scimq-gateway
 tools_new=$build/src/tools
 tools_ref=${tools_ref:-$tools_new}
 builds=gateway
+if [ -n "${durability:-}" ]; then
+    [ -z "$gw_ref" ] || die "--durability and --gateway-ref do not go together"
+    builds=$(echo "$durability" | tr ',' ' ')
+    for b in $builds; do
+        case $b in
+        memory | batch | sync) ;;
+        *) die "--durability: '$b' is not memory, batch or sync" ;;
+        esac
+    done
+fi
 if [ -n "$gw_ref" ]; then
     builds='new ref'
     [ -x "$gw_ref" ] || die "--gateway-ref $gw_ref is not an executable"
@@ -375,9 +393,19 @@ machine() {
 order() {
     if [ -n "$gw_ref" ] && [ $(($1 % 2)) -eq 0 ]; then
         echo ref new
+    elif [ -n "${durability:-}" ] && [ $(($1 % 2)) -eq 0 ]; then
+        # Reversed on even trials, so no mode always runs first.
+        echo "$builds" | tr ' ' '\n' | tac | tr '\n' ' '
     else
         echo "$builds"
     fi
+}
+
+# journal_args BUILD T: a fresh journal for a durability mode's trial.
+journal_args() {
+    case $1 in
+    batch | sync) echo "--journal-dir $work/journal.$1.$2 --durability $1" ;;
+    esac
 }
 
 # bench_trial BUILD SIZE K T: one trial on a fresh gateway; appends
@@ -391,7 +419,8 @@ bench_trial() {
     payload=$((n * nbytes))
     # Generous bound: 10 MiB/s at least, and a minute for start-up.
     limit=$((60 + (payload >> 20) / 10))
-    gw_start "$b" "$mem_limit"
+    # shellcheck disable=SC2046 # the journal's flags, split on purpose
+    gw_start "$b" "$mem_limit" $(journal_args "$b" "$t")
     if [ "$warmup" != 0 ]; then
         timeout --kill-after=10 "$limit" "$bench" --url "$url" \
             --sizes "$size" --streams "$k" --trials 1 --bytes "$warmup" \
@@ -407,6 +436,14 @@ bench_trial() {
         > "$work/bench.out" 2> "$work/bench.err" || st=$?
     c1=$(cpu_ticks "$gw")
     hwm=$(hwm_kib "$gw")
+    if [ -n "${durability:-}" ]; then
+        "$(tools_of "$b")/scimqctl" --url "$url" stats > "$work/stats.json" ||
+            die "stats failed ($b)"
+        jq -r '.journal.syncs // 0' "$work/stats.json" >> "$work/$b.syncs"
+        jq -r '.journal.sync_us.median_below // 0' "$work/stats.json" \
+            >> "$work/$b.syncus"
+        rm -rf "$work/journal.$b.$t"
+    fi
     gw_stop
     res=$(tail -n 1 "$work/bench.out")
     mibs=$(echo "$res" | jq -r 'if .error == null then
@@ -481,12 +518,15 @@ throughput() {
                 : > "$work/$b.mibs"
                 : > "$work/$b.cpu"
                 : > "$work/$b.rss"
+                : > "$work/$b.syncs"
+                : > "$work/$b.syncus"
             done
             t=1
             while [ "$t" -le "$trials" ]; do
                 for b in $(order "$t"); do
                     bench_trial "$b" "$size" "$k" "$t"
-                    [ "$b" = ref ] || main_mibs=$mibs
+                    [ "$b" = ref ] || [ "$b" = batch ] || [ "$b" = sync ] ||
+                        main_mibs=$mibs
                 done
                 if [ "$iperf" != none ]; then
                     # Same volume as the (new) gateway's trial, as
@@ -517,22 +557,32 @@ conf_json() {
     obj=$(jq -cn --arg s "$size" --argjson b "$(bytes_of "$size")" \
         --argjson k "$k" --argjson n "$(wc -l < "$work/$first_build.mibs")" \
         '{size: $b, size_arg: $s, streams: $k, trials: $n}')
-    for metric in mibs cpu rss; do
+    metrics='mibs cpu rss'
+    [ -z "${durability:-}" ] || metrics='mibs cpu rss syncs syncus'
+    for metric in $metrics; do
         case $metric in
         mibs) name=MiB/s fmt=%.0f key=MiB_per_s ;;
         cpu) name='CPU s/GiB' fmt=%.3f key=cpu_s_per_GiB ;;
         rss) name='RSS MiB' fmt=%.0f key=peak_rss_MiB ;;
+        syncs) name='syncs' fmt=%.0f key=syncs ;;
+        syncus) name='sync us<' fmt=%.0f key=sync_median_us ;;
         esac
         for b in $builds; do
             note=
             [ "$b" != new ] || note="$(ratio "$(median "$work/new.$metric")" \
                 "$(median "$work/ref.$metric")") (new/ref)"
+            if [ -n "${durability:-}" ] && [ "$b" != "$first_build" ] &&
+                [ "$metric" = mibs ]; then
+                note="$(ratio "$(median "$work/$b.$metric")" \
+                    "$(median "$work/$first_build.$metric")") ($b/$first_build)"
+            fi
             # shellcheck disable=SC2046 # five numbers, split on purpose
             row "$size" "$k" "$name" "$b" $(dist "$work/$b.$metric" "$fmt") \
                 "$note"
             # The first build keeps the historical keys (gateway_*).
             prefix=gateway
             [ "$b" != ref ] || prefix=ref
+            [ -z "${durability:-}" ] || prefix=$b
             # shellcheck disable=SC2046
             obj=$(echo "$obj" | jq -c --arg key "${prefix}_$key" \
                 --argjson d "$(dist_json $(dist "$work/$b.$metric" %.6f))" \
@@ -623,6 +673,14 @@ memory_trial() {
     fi
     c1=$(cpu_ticks "$gw")
     hwm=$(hwm_kib "$gw")
+    if [ -n "${durability:-}" ]; then
+        "$(tools_of "$b")/scimqctl" --url "$url" stats > "$work/stats.json" ||
+            die "stats failed ($b)"
+        jq -r '.journal.syncs // 0' "$work/stats.json" >> "$work/$b.syncs"
+        jq -r '.journal.sync_us.median_below // 0' "$work/stats.json" \
+            >> "$work/$b.syncus"
+        rm -rf "$work/journal.$b.$t"
+    fi
     gw_stop
     [ "$left" -eq 0 ] || { ls -la "$spill" >&2;
         die "$left spill file(s) left after every message was acknowledged ($b, trial $t)"; }

@@ -39,7 +39,18 @@ struct gw_journal {
     uint64_t size;
     bool unsynced;
     uint64_t unsynced_since_ms;
+    pthread_mutex_t stats_lock;
+    struct gw_journal_syncs syncs;
 };
+
+static uint64_t
+mono_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
 
 static uint64_t
 mono_ms(void)
@@ -155,10 +166,33 @@ do_append(struct gw_journal *j, struct gw_action *job)
 static int
 do_sync(struct gw_journal *j)
 {
+    uint64_t t0, us;
+    unsigned int b = 0;
+    int rc;
+
     if (!j->unsynced || j->fd < 0)
         return 0;
     j->unsynced = false;
-    return fdatasync(j->fd) == 0 ? 0 : scimq__err_from_errno(errno);
+    t0 = mono_us();
+    rc = fdatasync(j->fd) == 0 ? 0 : scimq__err_from_errno(errno);
+    us = mono_us() - t0;
+    while (b + 1 < GW_JOURNAL_SYNC_BUCKETS && (us >> b) != 0)
+        b++;
+    pthread_mutex_lock(&j->stats_lock);
+    j->syncs.count++;
+    j->syncs.bucket[b]++;
+    if (us > j->syncs.max_us)
+        j->syncs.max_us = us;
+    pthread_mutex_unlock(&j->stats_lock);
+    return rc;
+}
+
+void
+gw_journal_syncs(struct gw_journal *j, struct gw_journal_syncs *out)
+{
+    pthread_mutex_lock(&j->stats_lock);
+    *out = j->syncs;
+    pthread_mutex_unlock(&j->stats_lock);
 }
 
 static int
@@ -346,8 +380,10 @@ gw_journal_start(const char *dir, uint64_t first_seg, uint64_t segment_size,
     j->fd = -1;
     j->seg = first_seg;
     pthread_mutex_init(&j->lock, NULL);
+    pthread_mutex_init(&j->stats_lock, NULL);
     pthread_cond_init(&j->cond, NULL);
     if (pthread_create(&j->thread, NULL, journal_main, j) != 0) {
+        pthread_mutex_destroy(&j->stats_lock);
         pthread_mutex_destroy(&j->lock);
         pthread_cond_destroy(&j->cond);
         free(j);
@@ -369,6 +405,7 @@ gw_journal_stop(struct gw_journal *j)
     pthread_join(j->thread, NULL);
     if (j->fd >= 0)
         close(j->fd);
+    pthread_mutex_destroy(&j->stats_lock);
     pthread_mutex_destroy(&j->lock);
     pthread_cond_destroy(&j->cond);
     free(j);

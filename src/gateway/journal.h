@@ -42,6 +42,16 @@ void gw_journal_stop(struct gw_journal *j);
 /* Queues a job (any thread); the journal owns it afterwards. */
 void gw_journal_submit(struct gw_journal *j, struct gw_action *job);
 
+/* Syncs so far and their latency (log2 buckets of microseconds). */
+#define GW_JOURNAL_SYNC_BUCKETS 32
+struct gw_journal_syncs {
+    uint64_t count;
+    uint64_t max_us;
+    uint64_t bucket[GW_JOURNAL_SYNC_BUCKETS]; /* [i]: < 2^i us */
+};
+/* A copy of the counters (any thread). */
+void gw_journal_syncs(struct gw_journal *j, struct gw_journal_syncs *out);
+
 /* Path of segment seg in dir. */
 void gw_journal_segment_path(const char *dir, uint64_t seg, char *buf,
                              size_t len);

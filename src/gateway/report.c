@@ -21,6 +21,35 @@ rss_bytes(void)
     return (uint64_t) resident * (uint64_t) sysconf(_SC_PAGESIZE);
 }
 
+/* The bucket (upper bound, us) under which a share q of syncs fell. */
+static uint64_t
+quantile_us(const struct gw_journal_syncs *s, double q)
+{
+    uint64_t seen = 0, want = (uint64_t) ((double) s->count * q + 0.5);
+
+    for (unsigned int b = 0; b < GW_JOURNAL_SYNC_BUCKETS; b++) {
+        seen += s->bucket[b];
+        if (seen >= want && seen > 0)
+            return b == 0 ? 1 : 1ull << b;
+    }
+    return s->max_us;
+}
+
+static void
+syncs_json(struct gw_journal *j, json_t *journal)
+{
+    struct gw_journal_syncs s;
+
+    gw_journal_syncs(j, &s);
+    json_object_set_new(journal, "syncs", json_integer((json_int_t) s.count));
+    json_object_set_new(journal, "sync_us",
+                        json_pack("{s:I, s:I, s:I}", "median_below",
+                                  (json_int_t) quantile_us(&s, 0.5),
+                                  "p99_below",
+                                  (json_int_t) quantile_us(&s, 0.99), "max",
+                                  (json_int_t) s.max_us));
+}
+
 json_t *
 gw_report_stats(struct gateway *gw, const scimq_proto_str_t *queue)
 {
@@ -34,6 +63,8 @@ gw_report_stats(struct gateway *gw, const scimq_proto_str_t *queue)
     json_object_set_new(json_object_get(root, "memory"), "rss",
                         json_integer((json_int_t) rss_bytes()));
     gw_connreg_totals_json(&gw->conns, json_object_get(root, "totals"));
+    if (gw->hub.journal != NULL)
+        syncs_json(gw->hub.journal, json_object_get(root, "journal"));
     json_object_set_new(
         json_object_get(root, "spill"), "dir",
         json_string(gw->opt.spill_dir ? gw->opt.spill_dir : ""));
