@@ -364,7 +364,7 @@ gw_recover(const char *dir, struct gw_broker *b, struct gw_actions *out,
     struct rmsg **order, *r, *rt;
     struct rpayload *p, *pt;
     uint8_t *chunk;
-    uint64_t n, i, nmsg;
+    uint64_t n = 0, i, nmsg;
     int rc;
 
     memset(rep, 0, sizeof(*rep));
