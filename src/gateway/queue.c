@@ -61,9 +61,17 @@ gw_queue_touch(struct gw_broker *b, struct gw_queue *q)
 struct gw_msg *
 gw_queue_append(struct gw_broker *b, struct gw_queue *q, struct gw_payload *pl)
 {
+    return gw_queue_insert(b, q, pl, ++b->next_msg_id, 0);
+}
+
+struct gw_msg *
+gw_queue_insert(struct gw_broker *b, struct gw_queue *q, struct gw_payload *pl,
+                uint64_t msg_id, uint32_t attempt)
+{
     struct gw_msg *m = gw_xcalloc(1, sizeof(*m));
 
-    m->id = ++b->next_msg_id;
+    m->id = msg_id;
+    m->attempt = attempt;
     m->payload = pl;
     m->queue = q;
     m->state = GW_MSG_READY;

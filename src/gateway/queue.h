@@ -35,6 +35,10 @@ void gw_queue_touch(struct gw_broker *b, struct gw_queue *q);
 /* Appends a new ready message for payload pl (takes a payload reference). */
 struct gw_msg *gw_queue_append(struct gw_broker *b, struct gw_queue *q,
                                struct gw_payload *pl);
+/* The same with a given id and attempt count (recovery). */
+struct gw_msg *gw_queue_insert(struct gw_broker *b, struct gw_queue *q,
+                               struct gw_payload *pl, uint64_t msg_id,
+                               uint32_t attempt);
 /* Takes m off the list of its state. */
 void gw_queue_unlink(struct gw_queue *q, struct gw_msg *m);
 /* Puts m (off every list) on q's leased list. */

@@ -12,11 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <utlist.h>
-
 #include <scimq/error.h>
 
 #include "broker.h"
+#include "queue.h"
 #include "records.h"
 #include "store.h"
 
@@ -120,21 +119,10 @@ gw_broker_restore_msg(struct gw_broker *b, uint64_t qid, uint64_t msg_id,
                       struct gw_payload *pl, uint32_t attempt)
 {
     struct gw_queue *q = by_qid(b, qid);
-    struct gw_msg *m;
 
     if (q == NULL)
         return SCIMQ_ENOENT;
-    m = gw_xcalloc(1, sizeof(*m));
-    m->id = msg_id;
-    m->payload = pl;
-    m->queue = q;
-    m->attempt = attempt;
-    m->state = GW_MSG_READY;
-    gw_heap_node_init(&m->delay);
-    gw_store_ref(pl);
-    DL_APPEND(q->ready, m);
-    q->n_ready++;
-    q->bytes += pl->len;
+    gw_queue_insert(b, q, pl, msg_id, attempt);
     if (msg_id > b->next_msg_id)
         b->next_msg_id = msg_id;
     b->j.c.recovered_messages++;

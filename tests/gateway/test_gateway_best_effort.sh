@@ -11,20 +11,10 @@ start_gateway
     > "$workdir/recv.json" 2> "$workdir/recv.err" &
 recv_pid=$!
 track "$recv_pid"
-i=0
-while [ "$(gw_stat '.connections')" -lt 4 ]; do
-    i=$((i + 1))
-    [ "$i" -gt $((100 * mult)) ] && fail "the consumer never connected its 4 streams"
-    sleep 0.1
-done
+wait_until 10 "the consumer never connected its 4 streams" stat_ge .connections 4
 bounded 120 "$bindir/scimq-send" --queue be --streams 2 --synthetic \
     --size 256KiB --count 200 > /dev/null || fail "send"
-i=0
-while [ "$(gw_stat '.queues[0].counters.delivered')" -lt 200 ]; do
-    i=$((i + 1))
-    [ "$i" -gt $((300 * mult)) ] && fail "not everything was delivered"
-    sleep 0.1
-done
+wait_until 30 "not everything was delivered" stat_ge '.queues[0].counters.delivered' 200
 # While the consumer lingers, count its streams that carried deliveries.
 busy=$(gw_stat '[.connections_detail[] | select(.bytes_out > 4194304)] | length')
 [ "$busy" -ge 2 ] || fail "best-effort deliveries went over $busy stream(s) of 4"

@@ -94,12 +94,7 @@ start_gateway --journal-dir "$journal" --disk-limit 8MiB \
     > "$workdir/send4.json" 2> "$workdir/send4.err" &
 send_pid=$!
 track "$send_pid"
-i=0
-while [ "$(gw_stat .totals.parked_producers)" -lt 1 ]; do
-    i=$((i + 1))
-    [ "$i" -gt $((300 * mult)) ] && fail "producer never back-pressured by the disk limit"
-    sleep 0.1
-done
+wait_until 30 "producer never back-pressured by the disk limit" stat_ge .totals.parked_producers 1
 ok "producer waits at the disk limit"
 [ "$(jstat bytes)" -le $((9 * 1048576)) ] || fail "journal over the disk limit: $(jstat bytes) B"
 ok "journal within the disk limit"

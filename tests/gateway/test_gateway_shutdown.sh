@@ -27,12 +27,7 @@ leases_held() {
         $((30 * mult)) "$workdir/raw.bin" &
     raw_pid=$!
     track "$raw_pid"
-    i=0
-    while [ "$(gw_stat .totals.in_flight)" -lt 8 ]; do
-        i=$((i + 1))
-        [ "$i" -gt $((300 * mult)) ] && fail "consumers never held 8 leases"
-        sleep 0.1
-    done
+    wait_until 30 "consumers never held 8 leases" stat_ge .totals.in_flight 8
     ok "8 messages leased to consumers that never settle"
 }
 

@@ -24,12 +24,7 @@ start_gateway --memory-limit 4MiB --spill-dir "$spill" --disk-limit 64MiB
     --close > "$workdir/send.json" 2> "$workdir/send.err" &
 send_pid=$!
 track "$send_pid"
-i=0
-while [ "$(gw_stat .spill.write_errors)" -lt 1 ]; do
-    i=$((i + 1))
-    [ "$i" -gt $((300 * mult)) ] && fail "no spill write failed on a full device"
-    sleep 0.1
-done
+wait_until 30 "no spill write failed on a full device" stat_ge .spill.write_errors 1
 ok "spill writes fail on the full device"
 sleep 2
 errors=$(gw_stat .spill.write_errors)
@@ -51,12 +46,7 @@ start_gateway --memory-limit 4MiB --spill-dir "$spill" --disk-limit 64MiB
 "$bindir/scimqctl" queue create lost --guaranteed > /dev/null || fail "create"
 bounded 120 "$bindir/scimq-send" --queue lost --synthetic --size 512KiB \
     --count 24 --close > "$workdir/send2.json" || fail "producer failed"
-i=0
-while [ "$(gw_stat .memory.spilling)" -ne 0 ]; do
-    i=$((i + 1))
-    [ "$i" -gt $((100 * mult)) ] && fail "spilling never finished"
-    sleep 0.1
-done
+wait_until 10 "spilling never finished" stat_eq .memory.spilling 0
 files=$(ls "$spill" | wc -l)
 [ "$files" -gt 0 ] || fail "nothing was spilled"
 mkdir "$workdir/away"
@@ -66,12 +56,7 @@ ok "$files spill files moved away"
     > "$workdir/recv2.json" 2> "$workdir/recv2.err" &
 recv_pid=$!
 track "$recv_pid"
-i=0
-while [ "$(gw_stat .spill.read_errors)" -lt 2 ]; do
-    i=$((i + 1))
-    [ "$i" -gt $((300 * mult)) ] && fail "no read of a missing spill file failed twice"
-    sleep 0.1
-done
+wait_until 30 "no read of a missing spill file failed twice" stat_ge .spill.read_errors 2
 ok "reads of the missing files fail and are retried"
 kill -0 "$recv_pid" 2>/dev/null || fail "the consumer stopped although messages wait"
 mv "$workdir/away"/* "$spill/"

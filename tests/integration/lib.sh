@@ -56,6 +56,27 @@ expect_eq() {
     ok "$1 = $2"
 }
 
+# wait_until SECONDS WHAT COMMAND...: runs COMMAND every 0.1 s until it
+# succeeds; fails with "WHAT" after SECONDS (times the multiplier).
+wait_until() {
+    wu_ticks=$(($1 * 10 * mult)) wu_what=$2
+    shift 2
+    until "$@"; do
+        wu_ticks=$((wu_ticks - 1))
+        [ "$wu_ticks" -gt 0 ] || fail "$wu_what"
+        sleep 0.1
+    done
+}
+
+# stat_ge FILTER N, stat_eq FILTER N: the gateway statistic FILTER is at
+# least N, is N.
+stat_ge() {
+    [ "$(gw_stat "$1")" -ge "$2" ]
+}
+stat_eq() {
+    [ "$(gw_stat "$1")" -eq "$2" ]
+}
+
 # ---------------------------------------------------------------------------
 # Gateway helpers.  Every process started here is stopped by PID on exit.
 # ---------------------------------------------------------------------------
