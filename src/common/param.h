@@ -85,6 +85,11 @@ enum scimq_param_type {
       "allow queue delete/bind/move from non-loopback peers")                  \
     X(GATEWAY_MAX_CONNECTIONS, "gateway_max_connections", INT, "4096",         \
       "connections accepted at once; more are refused")                        \
+    X(GATEWAY_MAX_OUTPUT, "gateway_max_output", SIZE, "8MiB",                  \
+      "queued reply bytes per connection (DELIVERs aside) before it is "       \
+      "no longer read")                                                        \
+    X(GATEWAY_OUTPUT_TIMEOUT_MS, "gateway_output_timeout_ms", INT, "30000",    \
+      "longest time a connection stays over gateway_max_output; then closed")  \
     X(PROTO_DATASUM, "proto_datasum", BOOL, "false",                           \
       "send a CRC32C of every payload (receivers always verify one)")
 

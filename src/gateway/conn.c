@@ -37,7 +37,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void
 read_start(struct gw_conn *c)
 {
-    if (!c->reading && !c->closing && !c->close_after_write && !c->parked) {
+    if (!c->reading && !c->closing && !c->close_after_write && !c->parked &&
+        !c->out_blocked) {
         if (uv_read_start((uv_stream_t *) &c->tcp, on_alloc, on_read) == 0)
             c->reading = true;
     }
@@ -114,7 +115,7 @@ static void
 conn_process(struct gw_conn *c)
 {
     while (c->stage_off < c->stage_len && !c->closing &&
-           !c->close_after_write && !c->parked) {
+           !c->close_after_write && !c->parked && !c->out_blocked) {
         size_t used = 0;
         int ev = scimq_proto_decoder_feed(c->dec, c->stage + c->stage_off,
                                           c->stage_len - c->stage_off, &used);
@@ -351,6 +352,17 @@ gw_conn_action(struct gw_conn_host *host, struct gw_action *a)
 }
 
 void
+gw_conn_output_drained(struct gw_conn *c)
+{
+    if (!c->out_blocked || c->closing || c->close_after_write)
+        return;
+    c->out_blocked = false;
+    /* Frames already staged first, then the socket again. */
+    conn_process(c);
+    read_start(c);
+}
+
+void
 gw_conn_check_timeouts(struct gw_conn_host *host, uint64_t now)
 {
     struct gateway *gw = host->gw;
@@ -360,11 +372,28 @@ gw_conn_check_timeouts(struct gw_conn_host *host, uint64_t now)
     {
         if (c->closing)
             continue;
+        if (c->out_blocked) {
+            /* Not read while blocked: only the output deadline (and the
+             * HELLO one) apply. */
+            if (now - c->out_blocked_ms > gw->opt.output_timeout_ms) {
+                gw_connreg_reject(&gw->conns, GW_REJECT_OUTPUT);
+                SCIMQ_LOG_WARN(GATEWAY,
+                               "connection %" PRIu64 " (%s): does not read "
+                               "its replies (%" PRIu64 " B queued, over "
+                               "gateway_max_output for %u ms); closing",
+                               c->id, c->info.peer, c->out_queued,
+                               gw->opt.output_timeout_ms);
+                gw_conn_close(c, NULL);
+                continue;
+            }
+        }
         if (c->phase != GW_CONN_READY &&
             now - c->accepted_ms > gw->opt.hello_timeout_ms) {
             gw_conn_fail(c, 0, SCIMQ_ETIMEDOUT,
                          c->phase == GW_CONN_HELLO ? "no HELLO in time"
                                                    : "no AUTH in time");
+        } else if (c->out_blocked) {
+            continue;
         } else if (!c->parked && !scimq_proto_decoder_idle(c->dec) &&
                    now - c->last_read_ms > gw->opt.idle_timeout_ms) {
             gw_conn_fail(c, 0, SCIMQ_ETIMEDOUT, "stalled inside a frame");

@@ -18,6 +18,8 @@
 void gw_conn_accept(struct gw_conn_host *host);
 /* Carries out a broker action addressed to a connection of this host. */
 void gw_conn_action(struct gw_conn_host *host, struct gw_action *a);
+/* Queued output went back under the cap: reading resumes. */
+void gw_conn_output_drained(struct gw_conn *c);
 /* Enforces the HELLO and idle timeouts (called every second). */
 void gw_conn_check_timeouts(struct gw_conn_host *host, uint64_t now_ms);
 /* Shutdown: BYE where it can be written at once, then close all. */

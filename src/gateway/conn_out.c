@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "common/param.h"
+#include "conn.h"
 #include "conn_out.h"
 #include "records.h"
 
@@ -27,6 +28,7 @@ struct conn_write {
     void *owned; /* freed with the write (JSON text) */
     uint8_t *hdr;
     uint64_t bytes;
+    uint64_t counted; /* bytes in gw_conn.out_queued */
     unsigned int nbufs;
     uv_buf_t bufs[];
 };
@@ -45,6 +47,7 @@ on_write(uv_write_t *req, int status)
     struct gw_conn *c = wr->c;
 
     c->writes_pending--;
+    c->out_queued -= wr->counted;
     if (status == 0) {
         c->info.bytes_out += wr->bytes;
         c->info.frames_out++;
@@ -55,10 +58,14 @@ on_write(uv_write_t *req, int status)
     free(wr->owned);
     free(wr->hdr);
     free(wr);
-    if (status < 0 && status != UV_ECANCELED)
+    if (status < 0 && status != UV_ECANCELED) {
         gw_conn_close(c, uv_strerror(status));
-    else
-        finish_if_done(c);
+        return;
+    }
+    finish_if_done(c);
+    /* Hysteresis: reading resumes at half the cap, not at every write. */
+    if (c->out_blocked && c->out_queued <= c->gw->opt.max_output / 2)
+        gw_conn_output_drained(c);
 }
 
 int
@@ -100,6 +107,22 @@ gw_conn_send(struct gw_conn *c, const scimq_proto_frame_t *f,
         goto fail;
     }
     c->writes_pending++;
+    if (pinned == NULL) {
+        wr->counted = total;
+        c->out_queued += total;
+        if (c->out_queued > c->gw->opt.max_output && !c->out_blocked) {
+            /* A peer that asks and never reads would make us queue
+             * replies without end: stop taking its requests. */
+            c->out_blocked = true;
+            c->out_blocked_ms = gw_now_ms();
+            gw_conn_read_stop(c);
+            SCIMQ_LOG_INFO(GATEWAY,
+                           "connection %" PRIu64 " (%s): %" PRIu64
+                           " B of replies queued; not reading it until they "
+                           "drain",
+                           c->id, c->info.peer, c->out_queued);
+        }
+    }
     return 0;
 fail:
     if (pinned != NULL)

@@ -56,6 +56,12 @@ struct gw_conn {
 
     bool reading, parked, closing, close_after_write;
     unsigned int writes_pending;
+    /* Bytes of queued frames other than DELIVERs (whose bytes the broker
+     * bounds by credit): past gw_options.max_output the peer is not read
+     * (out_blocked) until they drain, and closed if they do not in time. */
+    uint64_t out_queued;
+    bool out_blocked;
+    uint64_t out_blocked_ms;
     uint64_t accepted_ms, last_read_ms, frame_start_ms;
     UT_hash_handle hh; /* host->conns by id */
 };

@@ -98,6 +98,10 @@ gw_connreg_totals_json(struct gw_connreg *r, json_t *totals)
                         json_integer((json_int_t) r->protocol_errors));
 }
 
+static const char *const reject_names[GW_REJECT_COUNT] = {
+    [GW_REJECT_OUTPUT] = "output",
+};
+
 void
 gw_connreg_json(struct gw_connreg *r, json_t *root)
 {
@@ -143,4 +147,9 @@ gw_connreg_json(struct gw_connreg *r, json_t *root)
                         json_integer((json_int_t) r->auth_failures));
     pthread_mutex_unlock(&r->lock);
     json_object_set_new(root, "connections_detail", conns);
+    conns = json_object();
+    for (int i = 0; i < GW_REJECT_COUNT; i++)
+        json_object_set_new(conns, reject_names[i],
+                            json_integer((json_int_t) r->rejections[i]));
+    json_object_set_new(root, "rejections", conns);
 }

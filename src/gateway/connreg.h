@@ -31,6 +31,12 @@ struct gw_conn_info {
     UT_hash_handle hh;
 };
 
+/* Why a connection was refused or cut (STATS "rejections"). */
+enum gw_reject {
+    GW_REJECT_OUTPUT, /* did not read its replies */
+    GW_REJECT_COUNT
+};
+
 struct gw_connreg {
     pthread_mutex_t lock;
     struct gw_conn_info *all;
@@ -38,6 +44,7 @@ struct gw_connreg {
     uint64_t bytes_in, bytes_out, frames_in, frames_out;
     uint64_t accepted;
     _Atomic uint64_t protocol_errors, auth_failures, refused;
+    _Atomic uint64_t rejections[GW_REJECT_COUNT];
     /* Rates over the last second or so (gw_connreg_rates). */
     uint64_t rate_t_ms, rate_in_last, rate_out_last;
     double rate_in_bps, rate_out_bps;
@@ -51,6 +58,12 @@ void gw_connreg_remove(struct gw_connreg *r, struct gw_conn_info *ci);
 void gw_connreg_joined(struct gw_connreg *r, struct gw_conn_info *ci,
                        const uint8_t sid[SCIMQ_PROTO_SESSION_ID_LEN],
                        int stream);
+/* Counts a rejection. */
+static inline void
+gw_connreg_reject(struct gw_connreg *r, enum gw_reject why)
+{
+    atomic_fetch_add(&r->rejections[why], 1);
+}
 /* Updates the byte rates (about once a second). */
 void gw_connreg_rates(struct gw_connreg *r, uint64_t now);
 /* Adds connections, connections_detail, bytes/frames totals and rates. */

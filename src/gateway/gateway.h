@@ -51,6 +51,8 @@ struct gw_options {
     uint32_t drain_timeout_ms;
     bool remote_admin;
     int max_connections;
+    uint64_t max_output;        /* queued reply bytes per connection */
+    uint32_t output_timeout_ms; /* longest time over max_output */
     scimq_proto_limits_t limits;
 };
 

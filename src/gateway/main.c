@@ -271,7 +271,15 @@ options_load(struct gw_options *o)
     o->remote_admin = scimq__param_bool(SCIMQ_PARAM_GATEWAY_REMOTE_ADMIN);
     o->max_connections =
         (int) scimq__param_int(SCIMQ_PARAM_GATEWAY_MAX_CONNECTIONS);
+    o->max_output = scimq__param_size(SCIMQ_PARAM_GATEWAY_MAX_OUTPUT);
+    o->output_timeout_ms =
+        (uint32_t) scimq__param_int(SCIMQ_PARAM_GATEWAY_OUTPUT_TIMEOUT_MS);
     scimq__param_proto_limits(&o->limits);
+    if (o->max_output < (64u << 10)) {
+        fprintf(stderr, "scimq-gateway: gateway_max_output must be at "
+                        "least 64 KiB\n");
+        return 2;
+    }
     if (o->ack_timeout_ms == 0 || o->memory_limit == 0) {
         fprintf(stderr, "scimq-gateway: ack timeout and memory limit must "
                         "be positive\n");

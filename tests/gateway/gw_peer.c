@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * gw_peer: badly behaved peers for the gateway's limit tests.  Each mode
+ * runs for a bounded time and prints one JSON line of what it saw.
+ *
+ *   gw_peer pings HOST PORT SECONDS
+ *       sends PINGs as fast as the socket takes them and never reads;
+ *       reports whether (and when) the gateway closed the connection.
+ *   gw_peer hold HOST PORT N SECONDS [SOURCE_ADDR]
+ *       opens N connections (from SOURCE_ADDR if given) that never say
+ *       HELLO and holds them; reports how many connected and how many the
+ *       gateway closed (each closed one is closed here at once).
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <scimq/error.h>
+#include <scimq/proto.h>
+
+static uint64_t
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
+}
+
+static void
+die(const char *what)
+{
+    fprintf(stderr, "gw_peer: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+static void
+addr_make(const char *host, const char *port, struct sockaddr_in *sa)
+{
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t) atoi(port));
+    if (inet_pton(AF_INET, host, &sa->sin_addr) != 1) {
+        fprintf(stderr, "gw_peer: %s: not an IPv4 address\n", host);
+        exit(2);
+    }
+}
+
+static void
+nonblock(int fd)
+{
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0)
+        die("fcntl");
+}
+
+/* A blocking connection, with a small receive buffer when asked. */
+static int
+connect_to(const struct sockaddr_in *sa, int rcvbuf)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    if (fd < 0)
+        die("socket");
+    if (rcvbuf > 0)
+        (void) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    if (connect(fd, (const struct sockaddr *) sa, sizeof(*sa)) != 0)
+        die("connect");
+    return fd;
+}
+
+static uint8_t *
+frame_alloc(const scimq_proto_frame_t *f, size_t *len)
+{
+    uint8_t *buf = NULL;
+
+    if (scimq_proto_encode_alloc(f, &buf, len) != 0) {
+        fprintf(stderr, "gw_peer: cannot encode %s\n",
+                scimq_proto_opcode_name(f->opcode));
+        exit(1);
+    }
+    return buf;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static int
+mode_pings(const struct sockaddr_in *sa, int secs)
+{
+    enum { BATCH = 1024 };
+    scimq_proto_frame_t ping = {.opcode = SCIMQ_PROTO_OP_PING};
+    size_t one_len, off = 0, len;
+    uint8_t *one = frame_alloc(&ping, &one_len), *buf;
+    uint64_t start = now_ms(), end = start + (uint64_t) secs * 1000u;
+    uint64_t sent = 0, closed_ms = 0;
+    int fd = connect_to(sa, 4096);
+
+    len = one_len * BATCH;
+    buf = malloc(len);
+    if (buf == NULL)
+        die("malloc");
+    for (int i = 0; i < BATCH; i++)
+        memcpy(buf + (size_t) i * one_len, one, one_len);
+    nonblock(fd);
+    while (now_ms() < end && closed_ms == 0) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+
+        if (poll(&p, 1, 100) < 0 && errno != EINTR)
+            die("poll");
+        if (p.revents & (POLLERR | POLLHUP)) {
+            closed_ms = now_ms() - start;
+            break;
+        }
+        if (!(p.revents & POLLOUT))
+            continue;
+        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL);
+
+        if (n > 0) {
+            sent += (uint64_t) n;
+            off = (off + (size_t) n) % one_len;
+        } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+            closed_ms = now_ms() - start;
+        }
+    }
+    printf("{\"tool\":\"gw_peer\",\"mode\":\"pings\",\"sent_bytes\":%" PRIu64
+           ",\"pings\":%" PRIu64 ",\"closed\":%s,\"closed_after_ms\":%" PRIu64
+           "}\n",
+           sent, sent / one_len, closed_ms ? "true" : "false", closed_ms);
+    close(fd);
+    free(buf);
+    free(one);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void
+nofile_raise(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void) setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static int
+mode_hold(const struct sockaddr_in *sa, int n, int secs, const char *source)
+{
+    struct pollfd *p = calloc((size_t) n, sizeof(*p));
+    uint64_t start = now_ms(), end = start + (uint64_t) secs * 1000u;
+    int opened = 0, connected = 0, failed = 0, closed = 0, pending;
+    struct sockaddr_in src;
+
+    if (p == NULL)
+        die("calloc");
+    nofile_raise();
+    if (source != NULL)
+        addr_make(source, "0", &src);
+    for (int i = 0; i < n; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+        p[i].fd = -1;
+        if (fd < 0) {
+            failed++;
+            continue;
+        }
+        if (source != NULL &&
+            bind(fd, (struct sockaddr *) &src, sizeof(src)) != 0)
+            die("bind");
+        if (connect(fd, (const struct sockaddr *) sa, sizeof(*sa)) != 0 &&
+            errno != EINPROGRESS) {
+            close(fd);
+            failed++;
+            continue;
+        }
+        opened++;
+        p[i].fd = fd;
+        p[i].events = POLLOUT;
+    }
+    /* Until every connect is done (or the time is up), then until the end:
+     * whatever becomes readable is the gateway's ERROR or its close. */
+    pending = opened;
+    while (now_ms() < end) {
+        int rc = poll(p, (nfds_t) n, 100);
+
+        if (rc < 0 && errno != EINTR)
+            die("poll");
+        for (int i = 0; rc > 0 && i < n; i++) {
+            if (p[i].fd < 0 || p[i].revents == 0)
+                continue;
+            if (p[i].events == POLLOUT) {
+                int err = 0;
+                socklen_t el = sizeof(err);
+
+                (void) getsockopt(p[i].fd, SOL_SOCKET, SO_ERROR, &err, &el);
+                pending--;
+                if (err != 0) {
+                    failed++;
+                    close(p[i].fd);
+                    p[i].fd = -1;
+                    continue;
+                }
+                connected++;
+                p[i].events = POLLIN;
+                continue;
+            }
+            /* Readable: drain what came; EOF or an error is the close. */
+            char junk[4096];
+            ssize_t got;
+
+            while ((got = recv(p[i].fd, junk, sizeof(junk), 0)) > 0)
+                ;
+            if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+                closed++;
+                close(p[i].fd);
+                p[i].fd = -1;
+            }
+        }
+    }
+    printf("{\"tool\":\"gw_peer\",\"mode\":\"hold\",\"opened\":%d,"
+           "\"connected\":%d,\"failed\":%d,\"closed_by_gateway\":%d,"
+           "\"held\":%d,\"unfinished\":%d}\n",
+           opened, connected, failed, closed, connected - closed, pending);
+    for (int i = 0; i < n; i++)
+        if (p[i].fd >= 0)
+            close(p[i].fd);
+    free(p);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+
+int
+main(int argc, char **argv)
+{
+    struct sockaddr_in sa;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc >= 5 && strcmp(argv[1], "pings") == 0) {
+        addr_make(argv[2], argv[3], &sa);
+        return mode_pings(&sa, atoi(argv[4]));
+    }
+    if (argc >= 6 && strcmp(argv[1], "hold") == 0) {
+        addr_make(argv[2], argv[3], &sa);
+        return mode_hold(&sa, atoi(argv[4]), atoi(argv[5]),
+                         argc >= 7 ? argv[6] : NULL);
+    }
+    fprintf(stderr, "usage: gw_peer pings HOST PORT SECONDS\n"
+                    "       gw_peer hold HOST PORT N SECONDS [SOURCE]\n");
+    return 2;
+}
