@@ -426,6 +426,12 @@ handle_ctrl(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c)
                                        c->lease_ms);
         break;
     case CTRL_BYE:
+        if (c->flags & CTRL_F_DONE) {
+            struct scimq_mpi_ctrl done = *c;
+
+            done.type = CTRL_DONE;
+            settle(a, &done);
+        }
         rank_gone(a, (int) c->rank, NULL);
         break;
     default:

@@ -413,9 +413,9 @@ stop_pending(const scimq_mpi_t *ctx)
 }
 
 /*
- * A stop: the message in hand is acknowledged (DONE, no WANT) and the
- * rank says BYE, so its agent gives back to the gateway whatever it had
- * chosen for it (a MSG answering an outstanding WANT is never read).
+ * A stop: the rank says BYE, acknowledging the message in hand with it,
+ * so its agent gives back to the gateway whatever else it had chosen for
+ * it (a MSG answering an outstanding WANT is never read).
  */
 static int
 stop(scimq_mpi_t *ctx)
@@ -425,12 +425,10 @@ stop(scimq_mpi_t *ctx)
     if (ctx->stopped)
         return SCIMQ_ESTOPPED;
     ctx->stopped = true;
-    if (ctx->holding) {
-        ctx->holding = false;
-        rc = send_ctrl(ctx, CTRL_DONE, 0, 0);
-    }
-    if (rc == 0)
-        rc = send_ctrl(ctx, CTRL_BYE, 0, 0);
+    /* DONE and BYE as two sends may arrive in either order, and a BYE
+     * first would give back the message just processed. */
+    rc = send_ctrl(ctx, CTRL_BYE, ctx->holding ? CTRL_F_DONE : 0, 0);
+    ctx->holding = false;
     ctx->want_out = false;
     SCIMQ_LOG_INFO(MPI, "rank %d: stop requested after %" PRIu64 " messages",
                    ctx->rank, ctx->messages);

@@ -52,6 +52,9 @@ enum scimq_mpi_ctrl_type {
 
 #define CTRL_F_WANT (1u << 0)    /* DONE/NACK: and send the next one */
 #define CTRL_F_REQUEUE (1u << 1) /* NACK: requeue (else dead-letter) */
+/* BYE: the message in hand (slot, gen) is done: acknowledged before the
+ * rest is given back (one message, so the two cannot cross). */
+#define CTRL_F_DONE (1u << 2)
 
 struct scimq_mpi_ctrl {
     uint32_t magic;
