@@ -85,6 +85,12 @@ enum scimq_param_type {
       "allow queue delete/bind/move from non-loopback peers")                  \
     X(GATEWAY_MAX_CONNECTIONS, "gateway_max_connections", INT, "4096",         \
       "connections accepted at once; more are refused")                        \
+    X(GATEWAY_MAX_CONN_PER_PEER, "gateway_max_conn_per_peer", INT, "256",      \
+      "connections from one peer address at once (loopback included)")         \
+    X(GATEWAY_MAX_UNAUTH, "gateway_max_unauth", INT, "1024",                   \
+      "connections not yet authenticated (HELLO/AUTH), in total")              \
+    X(GATEWAY_MAX_UNAUTH_PER_PEER, "gateway_max_unauth_per_peer", INT, "64",   \
+      "connections not yet authenticated, from one peer address")              \
     X(GATEWAY_MAX_OUTPUT, "gateway_max_output", SIZE, "8MiB",                  \
       "queued reply bytes per connection (DELIVERs aside) before it is "       \
       "no longer read")                                                        \

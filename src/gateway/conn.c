@@ -204,6 +204,7 @@ peer_describe(struct gw_conn *c)
                             in6->sin6_addr.s6_addr[12] == 127);
     }
     snprintf(c->info.peer, sizeof(c->info.peer), "%s:%u", host, port);
+    memcpy(c->info.addr, host, sizeof(c->info.addr));
 }
 
 static void
@@ -242,6 +243,7 @@ gw_conn_accept(struct gw_conn_host *host)
     struct gateway *gw = host->gw;
     struct gw_conn *c = calloc(1, sizeof(*c));
     struct scimq_sock_info si;
+    enum gw_reject why;
     uv_os_fd_t fd;
 
     if (c == NULL || (c->stage = malloc(CONN_STAGE_LEN)) == NULL ||
@@ -280,10 +282,26 @@ gw_conn_accept(struct gw_conn_host *host)
     }
     c->accepted_ms = c->last_read_ms = gw_now_ms();
     HASH_ADD(hh, host->conns, id, sizeof(c->id), c);
-    gw_connreg_add(&gw->conns, &c->info);
+    why = gw_connreg_add(&gw->conns, &c->info, &gw->opt.peer_limits);
     if (atomic_load(&gw->n_connections) > gw->opt.max_connections) {
         atomic_fetch_add(&gw->conns.refused, 1);
         gw_conn_fail(c, 0, SCIMQ_EBUSY, "too many connections");
+        return;
+    }
+    if (why != GW_REJECT_COUNT) {
+        /* One address may not take the gateway from the others. */
+        const char *text = why == GW_REJECT_PER_PEER
+                               ? "too many connections from this address"
+                               : "too many unauthenticated connections";
+
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 5000,
+                         "refusing connections from %s: %s (limits: "
+                         "gateway_max_conn_per_peer %d, gateway_max_unauth "
+                         "%d, gateway_max_unauth_per_peer %d)",
+                         c->info.addr, text, gw->opt.peer_limits.per_peer,
+                         gw->opt.peer_limits.unauth,
+                         gw->opt.peer_limits.unauth_per_peer);
+        gw_conn_fail(c, 0, SCIMQ_EBUSY, text);
         return;
     }
     read_start(c);

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "connreg.h"
@@ -17,15 +18,89 @@ gw_connreg_init(struct gw_connreg *r, uint64_t now)
 void
 gw_connreg_destroy(struct gw_connreg *r)
 {
+    struct gw_peer_count *p, *tmp;
+
+    HASH_ITER(hh, r->peers, p, tmp)
+    {
+        HASH_DEL(r->peers, p);
+        free(p);
+    }
     pthread_mutex_destroy(&r->lock);
 }
 
-void
-gw_connreg_add(struct gw_connreg *r, struct gw_conn_info *ci)
+/* Admits ci against its address's counts (lock held). */
+static enum gw_reject
+admit_locked(struct gw_connreg *r, struct gw_conn_info *ci,
+             const struct gw_peer_limits *lim)
 {
+    struct gw_peer_count *p;
+
+    HASH_FIND_STR(r->peers, ci->addr, p);
+    if (p != NULL && p->conns >= lim->per_peer)
+        return GW_REJECT_PER_PEER;
+    if (r->unauth >= lim->unauth ||
+        (p != NULL && p->unauth >= lim->unauth_per_peer))
+        return GW_REJECT_UNAUTH;
+    if (p == NULL) {
+        p = calloc(1, sizeof(*p));
+        if (p == NULL)
+            return GW_REJECT_PER_PEER; /* cannot count it: not admitted */
+        memcpy(p->addr, ci->addr, sizeof(p->addr));
+        HASH_ADD_STR(r->peers, addr, p);
+    }
+    p->conns++;
+    p->unauth++;
+    r->unauth++;
+    ci->counted = ci->unauth = true;
+    return GW_REJECT_COUNT;
+}
+
+enum gw_reject
+gw_connreg_add(struct gw_connreg *r, struct gw_conn_info *ci,
+               const struct gw_peer_limits *lim)
+{
+    enum gw_reject why;
+
     pthread_mutex_lock(&r->lock);
     HASH_ADD(hh, r->all, id, sizeof(ci->id), ci);
     r->accepted++;
+    why = admit_locked(r, ci, lim);
+    pthread_mutex_unlock(&r->lock);
+    if (why != GW_REJECT_COUNT)
+        atomic_fetch_add(&r->rejections[why], 1);
+    return why;
+}
+
+/* Takes ci off its address's counts (lock held). */
+static void
+uncount_locked(struct gw_connreg *r, struct gw_conn_info *ci, bool all)
+{
+    struct gw_peer_count *p;
+
+    if (!ci->counted)
+        return;
+    HASH_FIND_STR(r->peers, ci->addr, p);
+    if (p == NULL)
+        return;
+    if (ci->unauth) {
+        p->unauth--;
+        r->unauth--;
+        ci->unauth = false;
+    }
+    if (all) {
+        ci->counted = false;
+        if (--p->conns == 0) {
+            HASH_DEL(r->peers, p);
+            free(p);
+        }
+    }
+}
+
+void
+gw_connreg_authed(struct gw_connreg *r, struct gw_conn_info *ci)
+{
+    pthread_mutex_lock(&r->lock);
+    uncount_locked(r, ci, false);
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -33,6 +108,7 @@ void
 gw_connreg_remove(struct gw_connreg *r, struct gw_conn_info *ci)
 {
     pthread_mutex_lock(&r->lock);
+    uncount_locked(r, ci, true);
     HASH_DEL(r->all, ci);
     r->bytes_in += ci->bytes_in;
     r->bytes_out += ci->bytes_out;
@@ -99,6 +175,8 @@ gw_connreg_totals_json(struct gw_connreg *r, json_t *totals)
 }
 
 static const char *const reject_names[GW_REJECT_COUNT] = {
+    [GW_REJECT_PER_PEER] = "per_peer",
+    [GW_REJECT_UNAUTH] = "unauth",
     [GW_REJECT_OUTPUT] = "output",
 };
 

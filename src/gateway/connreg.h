@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <netinet/in.h>
+
 #include <jansson.h>
 #include <uthash.h>
 
@@ -21,7 +23,10 @@ struct gw_conn_info {
     uint64_t id;
     int worker;
     char peer[64];
+    char addr[INET6_ADDRSTRLEN]; /* the peer's address, without port */
     bool loopback;
+    bool counted;    /* admitted: counted against its address */
+    bool unauth;     /* counted as not yet authenticated */
     bool in_session; /* after HELLO: session_id and stream are valid */
     uint8_t session_id[SCIMQ_PROTO_SESSION_ID_LEN];
     int stream;
@@ -33,13 +38,30 @@ struct gw_conn_info {
 
 /* Why a connection was refused or cut (STATS "rejections"). */
 enum gw_reject {
-    GW_REJECT_OUTPUT, /* did not read its replies */
-    GW_REJECT_COUNT
+    GW_REJECT_PER_PEER, /* too many connections from its address */
+    GW_REJECT_UNAUTH,   /* too many not yet authenticated */
+    GW_REJECT_OUTPUT,   /* did not read its replies */
+    GW_REJECT_COUNT     /* also: admitted */
+};
+
+/* Connections per peer address, so one peer cannot take the gateway. */
+struct gw_peer_limits {
+    int per_peer;        /* connections from one address */
+    int unauth;          /* before AUTH (HELLO with no token), in total */
+    int unauth_per_peer; /* the same, from one address */
+};
+
+struct gw_peer_count {
+    char addr[INET6_ADDRSTRLEN];
+    int conns, unauth;
+    UT_hash_handle hh;
 };
 
 struct gw_connreg {
     pthread_mutex_t lock;
     struct gw_conn_info *all;
+    struct gw_peer_count *peers; /* admitted connections by address */
+    int unauth;                  /* admitted, not yet authenticated */
     /* Totals of closed connections, and counters without a connection. */
     uint64_t bytes_in, bytes_out, frames_in, frames_out;
     uint64_t accepted;
@@ -52,7 +74,15 @@ struct gw_connreg {
 
 void gw_connreg_init(struct gw_connreg *r, uint64_t now);
 void gw_connreg_destroy(struct gw_connreg *r);
-void gw_connreg_add(struct gw_connreg *r, struct gw_conn_info *ci);
+/*
+ * Registers ci and admits it against the limits of its address (ci->addr):
+ * GW_REJECT_COUNT when admitted (counted until removed), else the reason
+ * it must be refused.
+ */
+enum gw_reject gw_connreg_add(struct gw_connreg *r, struct gw_conn_info *ci,
+                              const struct gw_peer_limits *lim);
+/* ci authenticated: it no longer counts as unauthenticated. */
+void gw_connreg_authed(struct gw_connreg *r, struct gw_conn_info *ci);
 void gw_connreg_remove(struct gw_connreg *r, struct gw_conn_info *ci);
 /* Records that ci joined a session (stats show it). */
 void gw_connreg_joined(struct gw_connreg *r, struct gw_conn_info *ci,

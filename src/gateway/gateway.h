@@ -51,6 +51,7 @@ struct gw_options {
     uint32_t drain_timeout_ms;
     bool remote_admin;
     int max_connections;
+    struct gw_peer_limits peer_limits;
     uint64_t max_output;        /* queued reply bytes per connection */
     uint32_t output_timeout_ms; /* longest time over max_output */
     scimq_proto_limits_t limits;

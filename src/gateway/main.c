@@ -271,6 +271,18 @@ options_load(struct gw_options *o)
     o->remote_admin = scimq__param_bool(SCIMQ_PARAM_GATEWAY_REMOTE_ADMIN);
     o->max_connections =
         (int) scimq__param_int(SCIMQ_PARAM_GATEWAY_MAX_CONNECTIONS);
+    o->peer_limits.per_peer =
+        (int) scimq__param_int(SCIMQ_PARAM_GATEWAY_MAX_CONN_PER_PEER);
+    o->peer_limits.unauth =
+        (int) scimq__param_int(SCIMQ_PARAM_GATEWAY_MAX_UNAUTH);
+    o->peer_limits.unauth_per_peer =
+        (int) scimq__param_int(SCIMQ_PARAM_GATEWAY_MAX_UNAUTH_PER_PEER);
+    if (o->peer_limits.per_peer < 1 || o->peer_limits.unauth < 1 ||
+        o->peer_limits.unauth_per_peer < 1) {
+        fprintf(stderr, "scimq-gateway: connection limits must be "
+                        "positive\n");
+        return 2;
+    }
     o->max_output = scimq__param_size(SCIMQ_PARAM_GATEWAY_MAX_OUTPUT);
     o->output_timeout_ms =
         (uint32_t) scimq__param_int(SCIMQ_PARAM_GATEWAY_OUTPUT_TIMEOUT_MS);

@@ -148,6 +148,7 @@ handle_hello(struct gw_conn *c, const scimq_proto_frame_t *f)
         if (!join(c, f, NULL, f->request_id))
             return;
         c->phase = GW_CONN_READY;
+        gw_connreg_authed(&gw->conns, &c->info);
     }
     w.args.welcome.version = c->version;
     w.args.welcome.auth_required = auth;
@@ -182,6 +183,7 @@ handle_auth(struct gw_conn *c, const scimq_proto_frame_t *f)
     if (!ok)
         return;
     c->phase = GW_CONN_READY;
+    gw_connreg_authed(&gw->conns, &c->info);
     gw_conn_send_ok(c, f->request_id, 0, NULL);
 }
 

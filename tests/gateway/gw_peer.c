@@ -10,6 +10,7 @@
  *       opens N connections (from SOURCE_ADDR if given) that never say
  *       HELLO and holds them; reports how many connected and how many the
  *       gateway closed (each closed one is closed here at once).
+ *       SIGTERM ends the hold early (the report is still printed).
  */
 #include "config.h"
 
@@ -19,6 +20,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +32,15 @@
 
 #include <scimq/error.h>
 #include <scimq/proto.h>
+
+static volatile sig_atomic_t stop;
+
+static void
+on_term(int sig)
+{
+    (void) sig;
+    stop = 1;
+}
 
 static uint64_t
 now_ms(void)
@@ -194,7 +205,7 @@ mode_hold(const struct sockaddr_in *sa, int n, int secs, const char *source)
     /* Until every connect is done (or the time is up), then until the end:
      * whatever becomes readable is the gateway's ERROR or its close. */
     pending = opened;
-    while (now_ms() < end) {
+    while (now_ms() < end && !stop) {
         int rc = poll(p, (nfds_t) n, 100);
 
         if (rc < 0 && errno != EINTR)
@@ -250,6 +261,7 @@ main(int argc, char **argv)
     struct sockaddr_in sa;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGTERM, on_term);
     if (argc >= 5 && strcmp(argv[1], "pings") == 0) {
         addr_make(argv[2], argv[3], &sa);
         return mode_pings(&sa, atoi(argv[4]));

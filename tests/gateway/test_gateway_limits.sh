@@ -60,4 +60,41 @@ ok "the close is logged"
 ok "a well-behaved ping works"
 stop_gateway
 
+# --- 2. 1,000 unauthenticated connections from one address ------------------
+start_gateway --memory-limit 64MiB --set gateway_prefault=false \
+    --set gateway_hello_timeout_ms=60000
+# Held until the pair is done (SIGTERM), at most 120 s.
+"$peer" hold 127.0.0.1 "$GW_PORT" 1000 120 127.0.0.2 > "$workdir/hold.json" &
+hold_pid=$!
+track "$hold_pid"
+wait_until 30 "the gateway did not refuse 936 of 1000 connections" \
+    stat_eq '.rejections.unauth + .rejections.per_peer' 936
+ok "936 connections refused"
+"$bindir/scimqctl" ping > /dev/null || fail "ping during the flood"
+ok "a well-behaved ping works during the flood"
+pair unauth 200
+kill -0 "$hold_pid" || fail "the flood ended before the pair"
+kill -TERM "$hold_pid"
+wait "$hold_pid" || fail "gw_peer hold"
+expect_eq "flood: connected" 1000 "$(json_get "$workdir/hold.json" .connected)"
+expect_eq "flood: closed by the gateway" 936 "$(json_get "$workdir/hold.json" .closed_by_gateway)"
+expect_eq "flood: held (gateway_max_unauth_per_peer)" 64 "$(json_get "$workdir/hold.json" .held)"
+grep -q "refusing connections from 127.0.0.2" "$workdir/gateway.err" ||
+    fail "no log line for the refused connections"
+ok "the refusals are logged"
+stop_gateway
+
+# --- 3. No more than gateway_max_conn_per_peer from one address --------------
+start_gateway --memory-limit 64MiB --set gateway_prefault=false \
+    --set gateway_hello_timeout_ms=60000 --set gateway_max_conn_per_peer=16 \
+    --set gateway_max_unauth_per_peer=1000
+bounded 30 "$peer" hold 127.0.0.1 "$GW_PORT" 50 3 127.0.0.2 \
+    > "$workdir/hold2.json" || fail "gw_peer hold"
+expect_eq "per peer: held" 16 "$(json_get "$workdir/hold2.json" .held)"
+expect_eq "per peer: refused" 34 "$(gw_stat .rejections.per_peer)"
+expect_eq "per peer: none refused as unauthenticated" 0 "$(gw_stat .rejections.unauth)"
+"$bindir/scimqctl" ping > /dev/null || fail "ping after the per-peer refusals"
+ok "a well-behaved ping works"
+stop_gateway
+
 echo "$checks checks passed"
