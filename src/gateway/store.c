@@ -264,6 +264,7 @@ spill_some(struct gw_store *st, uint64_t need, uint64_t now,
     struct gw_pool *p = &st->pool;
     uint64_t high = p->size / HIGH_WATER_DEN * HIGH_WATER_NUM;
     struct gw_payload *pl = st->lru_tail;
+    bool evicted = false;
     uint64_t want;
 
     if ((!st->spill && !st->journal) || now < st->write_retry_at)
@@ -282,6 +283,7 @@ spill_some(struct gw_store *st, uint64_t need, uint64_t now,
         if (spillable(pl)) {
             if (pl->has_file || pl->journal == GW_PLJ_DONE) {
                 evict(st, pl);
+                evicted = true;
             } else if (st->spill &&
                        st->disk_used + st->mem_spilling + pl->len <=
                            st->disk_limit) {
@@ -298,6 +300,9 @@ spill_some(struct gw_store *st, uint64_t need, uint64_t now,
         }
         pl = prev;
     }
+    /* Memory freed at once: whoever waits for it may go on. */
+    if (evicted)
+        room_changed(st, out);
 }
 
 /* Memory may be free again: queued loads first (consumers wait for
@@ -355,8 +360,11 @@ gw_store_payload_new(struct gw_store *st, const scimq_proto_frame_t *f,
         return SCIMQ_EMSGSIZE;
     data = gw_pool_alloc(&st->pool, f->payload_len);
     if (data == NULL) {
+        /* Evicting journaled payloads frees memory at once: try again. */
         spill_some(st, f->payload_len, now, out);
-        return SCIMQ_EAGAIN;
+        data = gw_pool_alloc(&st->pool, f->payload_len);
+        if (data == NULL)
+            return SCIMQ_EAGAIN;
     }
     pl = gw_xcalloc(1, sizeof(*pl));
     if (f->block_count > 0)

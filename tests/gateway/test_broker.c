@@ -128,7 +128,7 @@ put(uint64_t conn, const char *queue, uint64_t len, uint8_t fill)
         return rc;
     memset(pl->data, fill, len);
     rc = gw_broker_put_commit(b, now, conn, 0, &f, pl, &id, &deferred, &out);
-    CU_ASSERT(!deferred); /* no journal here */
+    CU_ASSERT(deferred == b->j.on); /* durable queues wait for it */
     return rc;
 }
 
@@ -632,6 +632,44 @@ test_spill(void)
     teardown();
 }
 
+/* With a journal: a payload evicted (its record written) frees memory at
+ * once, and a producer waiting for it goes on. */
+static void
+test_journal_eviction(void)
+{
+    struct gw_broker_settings set = {.ack_timeout_ms = 5000,
+                                     .memory_limit = 1 * MiB,
+                                     .chunk_size = 64 * KiB,
+                                     .journal = true,
+                                     .durability = GW_DURABLE_SYNC,
+                                     .disk_limit = 1024 * MiB};
+    struct gw_action *appends[2];
+    int n = 0;
+
+    CU_ASSERT_FATAL(gw_broker_new(&set, &b) == 0);
+    out.head = out.tail = NULL;
+    session(10, 1, 1);
+    declare("q", SCIMQ_PROTO_QUEUE_GUARANTEED, 0, NULL);
+    CU_ASSERT(queue("q")->durability == GW_DURABLE_SYNC);
+    CU_ASSERT(put(10, "q", 600 * KiB, 1) == 0);
+    /* Its record is being written: pinned, not evictable yet. */
+    CU_ASSERT(put(10, "q", 600 * KiB, 2) == SCIMQ_EAGAIN);
+    CU_ASSERT(b->store.n_parked == 1);
+    for (struct gw_action *a = out.head; a != NULL; a = a->next)
+        if (a->kind == GW_ACT_JOURNAL_APPEND && n < 2)
+            appends[n++] = a;
+    CU_ASSERT_FATAL(n == 1);
+    appends[0]->seg = 1;
+    appends[0]->off = 100;
+    gw_broker_spill_done(b, now, appends[0], 0, &out);
+    /* Written and synced: evicted, and the producer resumed. */
+    CU_ASSERT(queue("q")->ready->payload->where == GW_PL_DISK);
+    CU_ASSERT(b->store.n_parked == 0);
+    CU_ASSERT(next(GW_ACT_PUT_OK).found == false); /* it had no CONFIRM */
+    CU_ASSERT(put(10, "q", 600 * KiB, 2) == 0);
+    teardown();
+}
+
 static void
 test_pool(void)
 {
@@ -686,6 +724,7 @@ static const struct scimq_cunit_test broker_tests[] = {
     {"best-effort over all streams", test_best_effort_streams, 1},
     {"stream and session down", test_stream_down, 1},
     {"spill, spill errors and backoff", test_spill, 1},
+    {"journal: eviction resumes producers", test_journal_eviction, 1},
     {"payload pool", test_pool, 1},
     {NULL, NULL, 0}};
 
