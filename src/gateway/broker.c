@@ -285,8 +285,23 @@ gw_broker_stream_down(struct gw_broker *b, uint64_t now, uint64_t conn_id,
         gw_dispatch_consumer_update(b, d->consumer);
         gw_lease_unlease(b, d, 0);
     }
-    for (struct gw_consumer *c = s->consumers; c != NULL; c = c->snext)
+    /* An end of stream owed to this stream is owed to the session: it
+     * goes to another of its streams (the client need not ask again). */
+    for (struct gw_consumer *c = s->consumers; c != NULL; c = c->snext) {
+        if (!(c->eos_owed & (1ull << i)))
+            continue;
         c->eos_owed &= ~(1ull << i);
+        for (uint16_t k = 0; k < s->stream_count; k++) {
+            if (s->streams[k].conn_id == 0)
+                continue;
+            if (!(c->eos_owed & (1ull << k))) {
+                c->eos_owed |= 1ull << k;
+                c->stream_rid[k] = c->stream_rid[i];
+            }
+            break;
+        }
+        gw_queue_touch(b, c->queue);
+    }
 out:
     gw_event_end(b);
 }

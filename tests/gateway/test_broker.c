@@ -474,6 +474,21 @@ test_eos_per_stream(void)
     e3 = next(GW_ACT_EOS);
     CU_ASSERT(e3.found && e3.conn_id == 21 && e3.request_id == 201);
     teardown();
+
+    /* The stream that asked is cut before the end: the end of stream is
+     * the session's, and goes to a stream that is left. */
+    setup(8 * MiB, 64 * KiB, false);
+    session(20, 2, 1);
+    declare("q", SCIMQ_PROTO_QUEUE_GUARANTEED, 0, NULL);
+    CU_ASSERT(put(20, "q", 10, 1) == 0);
+    get(20, "q", 1, 0, 100);
+    d = next(GW_ACT_DELIVER);
+    CU_ASSERT(settle(20, SCIMQ_PROTO_OP_ACK, d.delivery_id, 0));
+    gw_broker_stream_down(b, now, 20, &out);
+    CU_ASSERT(gw_broker_close_queue(b, now, &name, &out) == 0);
+    e1 = next(GW_ACT_EOS);
+    CU_ASSERT(e1.found && e1.conn_id == 21 && e1.request_id == 100);
+    teardown();
 }
 
 static void
