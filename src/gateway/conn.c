@@ -237,6 +237,34 @@ on_accept_failed(uv_handle_t *h)
     free(c);
 }
 
+/*
+ * Refuses a connection just accepted: its ERROR is written only if the
+ * socket takes it at once (it does, on a new connection), and it is closed
+ * now, so a flood of refusals holds no descriptors (a refusal waiting for
+ * its write would, and libuv accepts a whole backlog in one go).
+ */
+static void
+conn_refuse(struct gw_conn *c, int code, const char *text)
+{
+    scimq_proto_frame_t f = {.opcode = SCIMQ_PROTO_OP_ERROR};
+    uint8_t hdr[256];
+    struct iovec iov[2];
+    uv_buf_t bufs[2];
+    size_t n = 0;
+    uint64_t total = 0;
+
+    f.args.error.code = code;
+    f.args.error.text.ptr = text;
+    f.args.error.text.len = (uint16_t) strlen(text);
+    if (scimq_proto_encode(&f, hdr, sizeof(hdr), iov, 2, &n, &total) == 0) {
+        for (size_t i = 0; i < n; i++)
+            bufs[i] =
+                uv_buf_init(iov[i].iov_base, (unsigned int) iov[i].iov_len);
+        (void) uv_try_write((uv_stream_t *) &c->tcp, bufs, (unsigned int) n);
+    }
+    gw_conn_close(c, NULL);
+}
+
 void
 gw_conn_accept(struct gw_conn_host *host)
 {
@@ -285,7 +313,12 @@ gw_conn_accept(struct gw_conn_host *host)
     why = gw_connreg_add(&gw->conns, &c->info, &gw->opt.peer_limits);
     if (atomic_load(&gw->n_connections) > gw->opt.max_connections) {
         atomic_fetch_add(&gw->conns.refused, 1);
-        gw_conn_fail(c, 0, SCIMQ_EBUSY, "too many connections");
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 5000,
+                         "refusing connections: %d at once "
+                         "(gateway_max_connections, within the descriptor "
+                         "limit)",
+                         gw->opt.max_connections);
+        conn_refuse(c, SCIMQ_EBUSY, "too many connections");
         return;
     }
     if (why != GW_REJECT_COUNT) {
@@ -301,7 +334,7 @@ gw_conn_accept(struct gw_conn_host *host)
                          c->info.addr, text, gw->opt.peer_limits.per_peer,
                          gw->opt.peer_limits.unauth,
                          gw->opt.peer_limits.unauth_per_peer);
-        gw_conn_fail(c, 0, SCIMQ_EBUSY, text);
+        conn_refuse(c, SCIMQ_EBUSY, text);
         return;
     }
     read_start(c);

@@ -178,6 +178,7 @@ static const char *const reject_names[GW_REJECT_COUNT] = {
     [GW_REJECT_PER_PEER] = "per_peer",
     [GW_REJECT_UNAUTH] = "unauth",
     [GW_REJECT_OUTPUT] = "output",
+    [GW_REJECT_FDS] = "fds",
 };
 
 void

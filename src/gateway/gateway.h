@@ -50,7 +50,8 @@ struct gw_options {
     uint32_t idle_timeout_ms;
     uint32_t drain_timeout_ms;
     bool remote_admin;
-    int max_connections;
+    int max_connections; /* effective: within the descriptor limit */
+    uint64_t nofile;     /* RLIMIT_NOFILE (soft) once raised */
     struct gw_peer_limits peer_limits;
     uint64_t max_output;        /* queued reply bytes per connection */
     uint32_t output_timeout_ms; /* longest time over max_output */

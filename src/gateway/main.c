@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -208,6 +209,61 @@ physical_memory(void)
     if (pages <= 0 || size <= 0)
         return UINT64_MAX;
     return (uint64_t) pages * (uint64_t) size;
+}
+
+/*
+ * Descriptors kept free of connections: the journal's and spill files, the
+ * listeners, loops, mailboxes and the log, and a margin for connections
+ * being refused (each holds a descriptor until its ERROR is written).
+ */
+#define GW_FD_HEADROOM 64
+#define GW_FD_PER_WORKER 4
+
+/*
+ * Raises the soft descriptor limit to the hard one (a daemon's default of
+ * 1024 is easily met on a login node), and bounds the connections by what
+ * it allows.  Running out anyway is survived: libuv keeps a reserve
+ * descriptor per loop and, on EMFILE, uses it to accept and close what is
+ * pending; when that reserve is spent, a worker pauses accepting until
+ * descriptors are free again (worker.c), instead of spinning.
+ */
+static int
+nofile_setup(struct gw_options *o)
+{
+    struct rlimit rl;
+    uint64_t headroom =
+        GW_FD_HEADROOM + GW_FD_PER_WORKER * (uint64_t) o->workers;
+    int configured = o->max_connections;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        o->nofile = 0;
+        return 0;
+    }
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            (void) getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    o->nofile = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 30)
+                    ? (1u << 30)
+                    : (uint64_t) rl.rlim_cur;
+    if (o->nofile <= headroom + 16) {
+        fprintf(stderr,
+                "scimq-gateway: only %" PRIu64 " file descriptors (ulimit "
+                "-n); at least %" PRIu64 " needed\n",
+                o->nofile, headroom + 17);
+        return 2;
+    }
+    if ((uint64_t) o->max_connections > o->nofile - headroom)
+        o->max_connections = (int) (o->nofile - headroom);
+    if (o->max_connections < configured)
+        SCIMQ_LOG_WARN(GATEWAY,
+                       "file descriptors: limit %" PRIu64
+                       "; at most %d connections (gateway_max_connections "
+                       "%d); raise the hard limit (ulimit -Hn, LimitNOFILE) "
+                       "for more",
+                       o->nofile, o->max_connections, configured);
+    return 0;
 }
 
 static int
@@ -541,6 +597,9 @@ main(int argc, char **argv)
     if (rc != 0)
         return rc;
     scimq__log_configure();
+    rc = nofile_setup(&gw.opt);
+    if (rc != 0)
+        return rc;
     gw.n_workers = gw.opt.workers;
     gw.start_ms = gw_now_ms();
     gw_connreg_init(&gw.conns, gw.start_ms);
@@ -573,15 +632,16 @@ main(int argc, char **argv)
         m.exit_code = 1;
         main_stop(&m);
     }
-    fprintf(stderr,
-            "scimq-gateway %s listening on %s:%u (%d workers, memory limit "
-            "%" PRIu64 " B, spill %s, journal %s, auth %s)\n",
-            scimq_version_string(),
-            gw.opt.listen_host[0] ? gw.opt.listen_host : "*", port,
-            gw.n_workers, gw.opt.memory_limit,
-            gw.hub.spill ? gw.opt.spill_dir : "off",
-            gw.hub.journal ? gw.opt.journal_dir : "off",
-            gw.opt.token ? "token" : "none");
+    fprintf(
+        stderr,
+        "scimq-gateway %s listening on %s:%u (%d workers, memory limit "
+        "%" PRIu64 " B, spill %s, journal %s, auth %s, %" PRIu64
+        " file descriptors, at most %d connections)\n",
+        scimq_version_string(),
+        gw.opt.listen_host[0] ? gw.opt.listen_host : "*", port, gw.n_workers,
+        gw.opt.memory_limit, gw.hub.spill ? gw.opt.spill_dir : "off",
+        gw.hub.journal ? gw.opt.journal_dir : "off",
+        gw.opt.token ? "token" : "none", gw.opt.nofile, gw.opt.max_connections);
 
     if (m.exit_code == 0)
         uv_run(&m.loop, UV_RUN_DEFAULT);

@@ -59,6 +59,15 @@ gw_report_stats(struct gateway *gw, const scimq_proto_str_t *queue)
                   gw->n_workers);
 
     gw_connreg_json(&gw->conns, root);
+    json_object_set_new(
+        root, "limits",
+        json_pack("{s:I, s:i, s:i, s:i, s:i, s:I}", "nofile",
+                  (json_int_t) gw->opt.nofile, "max_connections",
+                  gw->opt.max_connections, "max_conn_per_peer",
+                  gw->opt.peer_limits.per_peer, "max_unauth",
+                  gw->opt.peer_limits.unauth, "max_unauth_per_peer",
+                  gw->opt.peer_limits.unauth_per_peer, "max_output",
+                  (json_int_t) gw->opt.max_output));
     gw_hub_stats(&gw->hub, queue, root);
     json_object_set_new(json_object_get(root, "memory"), "rss",
                         json_integer((json_int_t) rss_bytes()));

@@ -7,10 +7,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -42,6 +45,14 @@ worker_stop(struct gw_worker *w)
     if (w->stopping)
         return;
     w->stopping = true;
+    if (w->paused_fd >= 0) {
+        close(w->paused_fd);
+        w->paused_fd = -1;
+    }
+    if (w->reserve >= 0) {
+        close(w->reserve);
+        w->reserve = -1;
+    }
     gw_conn_close_all(&w->host);
     gw_mailbox_close(&w->mailbox, &left);
     /* What was still for this worker: the hub drops it (pins go back). */
@@ -70,6 +81,10 @@ on_actions(struct gw_mailbox *mb, struct gw_actions *list)
                 uv_close((uv_handle_t *) &w->listener, NULL);
                 w->listening = false;
             }
+            if (w->paused_fd >= 0) {
+                close(w->paused_fd);
+                w->paused_fd = -1;
+            }
             gw_action_free(a);
             break;
         default:
@@ -79,11 +94,92 @@ on_actions(struct gw_mailbox *mb, struct gw_actions *list)
     }
 }
 
+static void on_connection(uv_stream_t *server, int status);
+
+static int
+reserve_open(void)
+{
+    return open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static void
+on_listener_closed(uv_handle_t *h)
+{
+    struct gw_worker *w = h->data;
+
+    w->listener_closed = true;
+}
+
+/*
+ * Out of descriptors, and libuv's own reserve is spent (it has one per
+ * loop: it accepts and closes what is pending with it, and calls us only
+ * when it could not): libuv would call us again at once for as long as
+ * connections wait, a spin.  Accepting pauses instead: the listening
+ * socket moves onto this worker's reserve descriptor (dup2 needs no free
+ * one) and its handle closes, so nothing polls it; on_timer resumes it
+ * once a new reserve can be opened, that is once descriptors are free.
+ * Connections wait in the kernel's backlog meanwhile.
+ */
+static void
+accept_pause(struct gw_worker *w)
+{
+    struct rlimit rl = {0, 0};
+    uv_os_fd_t fd;
+
+    if (w->paused_fd >= 0 || w->reserve < 0 ||
+        uv_fileno((uv_handle_t *) &w->listener, &fd) != 0 ||
+        dup2(fd, w->reserve) < 0)
+        return;
+    w->paused_fd = w->reserve;
+    w->reserve = -1;
+    w->listening = false;
+    w->listener_closed = false;
+    uv_close((uv_handle_t *) &w->listener, on_listener_closed);
+    gw_connreg_reject(&w->gw->conns, GW_REJECT_FDS);
+    (void) getrlimit(RLIMIT_NOFILE, &rl);
+    SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 5000,
+                     "worker %d: out of file descriptors (limit %" PRIu64
+                     "): accepting paused until some are free",
+                     w->index, (uint64_t) rl.rlim_cur);
+}
+
+static void
+accept_resume(struct gw_worker *w)
+{
+    int reserve;
+
+    if (w->paused_fd < 0 || !w->listener_closed)
+        return;
+    reserve = reserve_open();
+    if (reserve < 0)
+        return; /* still none free: try again at the next tick */
+    uv_tcp_init(&w->loop, &w->listener);
+    w->listener.data = w;
+    if (uv_tcp_open(&w->listener, w->paused_fd) != 0 ||
+        uv_listen((uv_stream_t *) &w->listener, 511, on_connection) != 0) {
+        SCIMQ_LOG_ERROR(GATEWAY, "worker %d: cannot listen again", w->index);
+        close(reserve);
+        w->listener_closed = false;
+        uv_close((uv_handle_t *) &w->listener, on_listener_closed);
+        w->paused_fd = -1; /* closed with the handle */
+        return;
+    }
+    w->paused_fd = -1;
+    w->reserve = reserve;
+    w->listening = true;
+    SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 5000,
+                     "worker %d: accepting again", w->index);
+}
+
 static void
 on_connection(uv_stream_t *server, int status)
 {
     struct gw_worker *w = server->data;
 
+    if (status == UV_EMFILE || status == UV_ENFILE) {
+        accept_pause(w);
+        return;
+    }
     if (status < 0) {
         SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 5000, "accept: %s",
                          uv_strerror(status));
@@ -102,6 +198,8 @@ on_timer(uv_timer_t *t)
         gw_hub_tick(&w->gw->hub, w->index);
         gw_connreg_rates(&w->gw->conns, now);
     }
+    if (w->paused_fd >= 0 && !w->stopping)
+        accept_resume(w);
     if (now - w->last_timeout_check >= WORKER_TIMEOUT_CHECK_MS) {
         w->last_timeout_check = now;
         gw_conn_check_timeouts(&w->host, now);
@@ -154,6 +252,10 @@ worker_init(struct gateway *gw, struct gw_worker *w, int index,
 
     w->index = index;
     w->gw = gw;
+    w->paused_fd = -1;
+    w->reserve = reserve_open();
+    if (w->reserve < 0)
+        return scimq__err_from_errno(errno);
     rc = uv_loop_init(&w->loop);
     if (rc != 0)
         return scimq__err_from_errno(-rc);

@@ -23,6 +23,10 @@ struct gw_worker {
     uv_loop_t loop;
     uv_tcp_t listener;
     bool listening;
+    /* Out of descriptors (worker.c): a descriptor kept for pausing, and
+     * the listening socket while paused (-1 when not). */
+    int reserve, paused_fd;
+    bool listener_closed;
     uv_timer_t timer; /* connection timeouts; the broker's clock on 0 */
     uint64_t last_timeout_check;
     struct gw_mailbox mailbox;

@@ -10,7 +10,9 @@
  *       opens N connections (from SOURCE_ADDR if given) that never say
  *       HELLO and holds them; reports how many connected and how many the
  *       gateway closed (each closed one is closed here at once).
- *       SIGTERM ends the hold early (the report is still printed).
+ *       Once every connect is done and nothing was closed for a second,
+ *       it prints the report with "settled":true, and holds on; SIGTERM
+ *       ends the hold early (the final report is still printed).
  */
 #include "config.h"
 
@@ -168,12 +170,25 @@ nofile_raise(void)
     }
 }
 
+static void
+hold_report(int opened, int connected, int failed, int closed, int pending,
+            bool settled)
+{
+    printf("{\"tool\":\"gw_peer\",\"mode\":\"hold\",\"opened\":%d,"
+           "\"connected\":%d,\"failed\":%d,\"closed_by_gateway\":%d,"
+           "\"held\":%d,\"unfinished\":%d,\"settled\":%s}\n",
+           opened, connected, failed, closed, connected - closed, pending,
+           settled ? "true" : "false");
+}
+
 static int
 mode_hold(const struct sockaddr_in *sa, int n, int secs, const char *source)
 {
     struct pollfd *p = calloc((size_t) n, sizeof(*p));
     uint64_t start = now_ms(), end = start + (uint64_t) secs * 1000u;
     int opened = 0, connected = 0, failed = 0, closed = 0, pending;
+    uint64_t last_event;
+    bool settled = false;
     struct sockaddr_in src;
 
     if (p == NULL)
@@ -205,8 +220,16 @@ mode_hold(const struct sockaddr_in *sa, int n, int secs, const char *source)
     /* Until every connect is done (or the time is up), then until the end:
      * whatever becomes readable is the gateway's ERROR or its close. */
     pending = opened;
+    last_event = now_ms();
     while (now_ms() < end && !stop) {
         int rc = poll(p, (nfds_t) n, 100);
+
+        if (rc > 0)
+            last_event = now_ms();
+        if (!settled && pending == 0 && now_ms() - last_event >= 1000) {
+            settled = true;
+            hold_report(opened, connected, failed, closed, pending, true);
+        }
 
         if (rc < 0 && errno != EINTR)
             die("poll");
@@ -242,10 +265,7 @@ mode_hold(const struct sockaddr_in *sa, int n, int secs, const char *source)
             }
         }
     }
-    printf("{\"tool\":\"gw_peer\",\"mode\":\"hold\",\"opened\":%d,"
-           "\"connected\":%d,\"failed\":%d,\"closed_by_gateway\":%d,"
-           "\"held\":%d,\"unfinished\":%d}\n",
-           opened, connected, failed, closed, connected - closed, pending);
+    hold_report(opened, connected, failed, closed, pending, false);
     for (int i = 0; i < n; i++)
         if (p[i].fd >= 0)
             close(p[i].fd);

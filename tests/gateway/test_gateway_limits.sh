@@ -97,4 +97,101 @@ expect_eq "per peer: none refused as unauthenticated" 0 "$(gw_stat .rejections.u
 ok "a well-behaved ping works"
 stop_gateway
 
+# --- 4. File descriptors ---------------------------------------------------------
+# cpu_ticks PID: user + system CPU time so far, in clock ticks.
+cpu_ticks() {
+    awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+fd_count() {
+    ls "/proc/$1/fd" | wc -l
+}
+need prlimit util-linux
+# (a) Started with 256 descriptors: the connections it admits are bounded
+# below that (headroom for its own files), and a flood beyond it is
+# refused without wedging it.
+cat > "$workdir/gw-nofile" << WRAP
+#!/bin/sh
+exec prlimit --nofile=256:256 "$gwbin" "\$@"
+WRAP
+chmod +x "$workdir/gw-nofile"
+gwbin_real=$gwbin
+gwbin="$workdir/gw-nofile"
+start_gateway --memory-limit 64MiB --set gateway_prefault=false \
+    --set gateway_hello_timeout_ms=60000 --set gateway_max_conn_per_peer=1000 \
+    --set gateway_max_unauth_per_peer=1000
+gwbin=$gwbin_real
+expect_eq "descriptor limit" 256 "$(gw_stat .limits.nofile)"
+maxc=$(gw_stat .limits.max_connections)
+[ "$maxc" -gt 64 ] && [ "$maxc" -lt 256 ] || fail "max connections $maxc for 256 descriptors"
+ok "at most $maxc connections for 256 descriptors"
+grep -q "file descriptors: limit 256; at most $maxc connections" "$workdir/gateway.err" ||
+    fail "no log line for the lowered connection limit"
+ok "the lowered limit is logged"
+fd0=$(fd_count "$GW_PID")
+"$peer" hold 127.0.0.1 "$GW_PORT" 600 120 127.0.0.2 > "$workdir/hold3.json" &
+hold_pid=$!
+track "$hold_pid"
+# settled FILE: gw_peer hold has connected everything and seen no close
+# for a second (the gateway's own STATS cannot be asked: it is full).
+settled() {
+    grep -q '"settled":true' "$1"
+}
+wait_until 60 "the flood did not settle" settled "$workdir/hold3.json"
+expect_eq "fd flood: held while flooding" "$maxc" \
+    "$(grep '"settled":true' "$workdir/hold3.json" | jq .held)"
+t0=$(cpu_ticks "$GW_PID")
+sleep 2
+t1=$(cpu_ticks "$GW_PID")
+echo "gateway CPU over 2 s of a held flood: $((t1 - t0)) ticks"
+# A spinning worker alone would burn 2 s (200 ticks at 100 Hz).
+[ $((t1 - t0)) -lt 100 ] || fail "the gateway spins: $((t1 - t0)) ticks in 2 s"
+ok "no spin while flooded"
+kill -TERM "$hold_pid"
+wait "$hold_pid" || fail "gw_peer hold"
+expect_eq "fd flood: connected" 600 "$(json_get "$workdir/hold3.json" .connected)"
+expect_eq "fd flood: closed by the gateway" "$((600 - maxc))" "$(json_get "$workdir/hold3.json" .closed_by_gateway)"
+expect_eq "fd flood: refused" "$((600 - maxc))" "$(gw_stat .connections_refused)"
+wait_until 30 "the flood's connections were not released" stat_eq .connections 1
+"$bindir/scimqctl" ping > /dev/null || fail "ping after the flood"
+ok "a ping works after the flood"
+pair fds 100
+fd1=$(fd_count "$GW_PID")
+[ "$fd1" -le $((fd0 + 4)) ] || fail "descriptors not released: $fd0 before, $fd1 after"
+ok "descriptors released ($fd0 before, $fd1 after)"
+stop_gateway
+
+# (b) The limit lowered under a running gateway (prlimit --pid), so that
+# accept itself runs out: the gateway pauses accepting instead of
+# spinning, and serves again once the flood is gone.
+start_gateway --memory-limit 64MiB --set gateway_prefault=false \
+    --set gateway_hello_timeout_ms=60000 --set gateway_max_conn_per_peer=1000 \
+    --set gateway_max_unauth_per_peer=1000
+prlimit --pid "$GW_PID" --nofile=128:128 || fail "prlimit --pid"
+fd0=$(fd_count "$GW_PID")
+"$peer" hold 127.0.0.1 "$GW_PORT" 400 120 127.0.0.2 > "$workdir/hold4.json" &
+hold_pid=$!
+track "$hold_pid"
+wait_until 60 "the flood did not settle" settled "$workdir/hold4.json"
+t0=$(cpu_ticks "$GW_PID")
+sleep 2
+t1=$(cpu_ticks "$GW_PID")
+echo "gateway CPU over 2 s at EMFILE: $((t1 - t0)) ticks"
+[ $((t1 - t0)) -lt 100 ] || fail "the gateway spins at EMFILE: $((t1 - t0)) ticks in 2 s"
+ok "no spin out of descriptors"
+kill -TERM "$hold_pid"
+wait "$hold_pid" || fail "gw_peer hold"
+# (Held counts connections waiting in the kernel's backlog too.)
+echo "flood at EMFILE: held $(json_get "$workdir/hold4.json" .held), closed $(json_get "$workdir/hold4.json" .closed_by_gateway)"
+ping_quiet() {
+    "$bindir/scimqctl" ping > /dev/null 2>&1
+}
+wait_until 30 "no ping after the flood" ping_quiet
+ok "a ping works after the flood"
+pair emfile 100
+echo "fds rejections (accept paused): $(gw_stat .rejections.fds)"
+fd1=$(fd_count "$GW_PID")
+[ "$fd1" -le $((fd0 + 4)) ] || fail "descriptors not released: $fd0 before, $fd1 after"
+ok "descriptors released ($fd0 before, $fd1 after)"
+stop_gateway
+
 echo "$checks checks passed"
