@@ -26,6 +26,9 @@ void
 gw_action_free(struct gw_action *a)
 {
     free(a->text);
+    /* An append owns its record header; every other buf is lent. */
+    if (a->kind == GW_ACT_JOURNAL_APPEND)
+        free(a->buf);
     free(a);
 }
 

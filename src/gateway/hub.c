@@ -79,7 +79,6 @@ gw_hub_route(struct gw_hub *h, int self, struct gw_actions *out)
                 a->kind == GW_ACT_JOURNAL_APPEND ||
                 a->kind == GW_ACT_JOURNAL_READ)
                 gw_hub_io_done(h, a, SCIMQ_ESHUTDOWN);
-            free(a->kind == GW_ACT_JOURNAL_APPEND ? a->buf : NULL);
             gw_action_free(a);
         } else if (a->worker >= 0 && a->worker < h->n_mailboxes &&
                    (a->worker == self

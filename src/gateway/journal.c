@@ -307,8 +307,6 @@ journal_main(void *arg)
             switch (job->kind) {
             case GW_ACT_JOURNAL_APPEND:
                 rc = do_append(j, job);
-                free(job->buf);
-                job->buf = NULL;
                 if (rc == 0 && job->sync) {
                     want_sync = true;
                     job->code = 0;
