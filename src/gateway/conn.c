@@ -44,6 +44,15 @@ read_start(struct gw_conn *c)
     }
 }
 
+/* Reading resumes after the gateway held it up: the frame's clock
+ * restarts, so that wait does not count against the peer's rate. */
+static void
+frame_clock_restart(struct gw_conn *c)
+{
+    c->frame_start_ms = c->last_read_ms = gw_now_ms();
+    c->frame_bytes = 0;
+}
+
 /*
  * The header of a frame is in.  For a PUT, the payload is admitted and its
  * buffer reserved, so the rest is read straight into it; when it does not
@@ -160,8 +169,11 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0)
         return;
-    if (scimq_proto_decoder_idle(c->dec))
+    if (scimq_proto_decoder_idle(c->dec)) {
         c->frame_start_ms = now;
+        c->frame_bytes = 0;
+    }
+    c->frame_bytes += (uint64_t) nread;
     c->last_read_ms = now;
     c->info.bytes_in += (uint64_t) nread;
     if (buf->base == (char *) c->stage) {
@@ -390,6 +402,7 @@ gw_conn_action(struct gw_conn_host *host, struct gw_action *a)
     case GW_ACT_RESUME:
         if (c != NULL && c->parked) {
             c->parked = false;
+            frame_clock_restart(c);
             if (on_header(c)) {
                 conn_process(c);
                 read_start(c);
@@ -408,6 +421,7 @@ gw_conn_output_drained(struct gw_conn *c)
     if (!c->out_blocked || c->closing || c->close_after_write)
         return;
     c->out_blocked = false;
+    frame_clock_restart(c);
     /* Frames already staged first, then the socket again. */
     conn_process(c);
     read_start(c);
@@ -453,6 +467,23 @@ gw_conn_check_timeouts(struct gw_conn_host *host, uint64_t now)
                    now - c->frame_start_ms > gw->opt.hello_timeout_ms) {
             /* Headers are small: dribbling one out is an attack. */
             gw_conn_fail(c, 0, SCIMQ_ETIMEDOUT, "frame header too slow");
+        } else if (!c->parked && gw->opt.min_rate > 0 &&
+                   !scimq_proto_decoder_idle(c->dec) &&
+                   now - c->frame_start_ms > gw->opt.min_rate_grace_ms &&
+                   c->frame_bytes * 1000u <
+                       gw->opt.min_rate * (now - c->frame_start_ms)) {
+            /* Any byte resets the idle timeout: one a second would hold
+             * the connection, and its PUT's reservation, for ever. */
+            gw_connreg_reject(&gw->conns, GW_REJECT_SLOW);
+            SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 5000,
+                             "connection %" PRIu64 " (%s): %" PRIu64
+                             " B in %" PRIu64 " ms inside a frame, under "
+                             "gateway_min_rate; closing",
+                             c->id, c->info.peer, c->frame_bytes,
+                             now - c->frame_start_ms);
+            gw_conn_fail(c, 0, SCIMQ_ETIMEDOUT,
+                         "too slow: under the minimum data rate inside a "
+                         "frame");
         }
     }
 }

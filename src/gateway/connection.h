@@ -63,6 +63,9 @@ struct gw_conn {
     bool out_blocked;
     uint64_t out_blocked_ms;
     uint64_t accepted_ms, last_read_ms, frame_start_ms;
+    /* Bytes read since frame_start_ms (the minimum rate); restarted when
+     * the gateway itself held the frame up (parked, output blocked). */
+    uint64_t frame_bytes;
     UT_hash_handle hh; /* host->conns by id */
 };
 

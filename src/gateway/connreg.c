@@ -175,10 +175,11 @@ gw_connreg_totals_json(struct gw_connreg *r, json_t *totals)
 }
 
 static const char *const reject_names[GW_REJECT_COUNT] = {
-    [GW_REJECT_PER_PEER] = "per_peer",
-    [GW_REJECT_UNAUTH] = "unauth",
-    [GW_REJECT_OUTPUT] = "output",
-    [GW_REJECT_FDS] = "fds",
+    [GW_REJECT_PER_PEER] = "per_peer", /* refused at accept */
+    [GW_REJECT_UNAUTH] = "unauth",     /* refused at accept */
+    [GW_REJECT_OUTPUT] = "output",     /* closed */
+    [GW_REJECT_FDS] = "fds",           /* accepting paused */
+    [GW_REJECT_SLOW] = "slow",         /* closed */
 };
 
 void

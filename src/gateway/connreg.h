@@ -42,6 +42,7 @@ enum gw_reject {
     GW_REJECT_UNAUTH,   /* too many not yet authenticated */
     GW_REJECT_OUTPUT,   /* did not read its replies */
     GW_REJECT_FDS,      /* out of file descriptors at accept */
+    GW_REJECT_SLOW,     /* under the minimum data rate inside a frame */
     GW_REJECT_COUNT     /* also: admitted */
 };
 

@@ -55,6 +55,8 @@ struct gw_options {
     struct gw_peer_limits peer_limits;
     uint64_t max_output;        /* queued reply bytes per connection */
     uint32_t output_timeout_ms; /* longest time over max_output */
+    uint64_t min_rate;          /* bytes/s inside a frame; 0: none */
+    uint32_t min_rate_grace_ms;
     scimq_proto_limits_t limits;
 };
 

@@ -339,6 +339,9 @@ options_load(struct gw_options *o)
                         "positive\n");
         return 2;
     }
+    o->min_rate = scimq__param_size(SCIMQ_PARAM_GATEWAY_MIN_RATE);
+    o->min_rate_grace_ms =
+        (uint32_t) scimq__param_int(SCIMQ_PARAM_GATEWAY_MIN_RATE_GRACE_MS);
     o->max_output = scimq__param_size(SCIMQ_PARAM_GATEWAY_MAX_OUTPUT);
     o->output_timeout_ms =
         (uint32_t) scimq__param_int(SCIMQ_PARAM_GATEWAY_OUTPUT_TIMEOUT_MS);

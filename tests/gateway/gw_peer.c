@@ -13,6 +13,10 @@
  *       Once every connect is done and nothing was closed for a second,
  *       it prints the report with "settled":true, and holds on; SIGTERM
  *       ends the hold early (the final report is still printed).
+ *   gw_peer drip HOST PORT QUEUE INTERVAL_MS SECONDS
+ *       HELLO, then a PUT of 1 MiB to QUEUE whose header goes at once and
+ *       whose payload goes one byte per INTERVAL_MS; reports the ERROR the
+ *       gateway answered with and when.
  */
 #include "config.h"
 
@@ -275,6 +279,130 @@ mode_hold(const struct sockaddr_in *sa, int n, int secs, const char *source)
 
 /* ------------------------------------------------------------------------ */
 
+/* Sends all of buf (blocking socket). */
+static void
+send_all(int fd, const uint8_t *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            die("send");
+        buf += n;
+        len -= (size_t) n;
+    }
+}
+
+/*
+ * Reads what is there (waiting up to wait_ms) and decodes it; returns the
+ * opcode of the first ERROR or WELCOME seen (0: none yet, -1: closed).
+ */
+static int
+read_frames(int fd, scimq_proto_decoder_t *dec, int wait_ms,
+            scimq_proto_frame_t *out, char *text, size_t text_cap)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    uint8_t buf[4096];
+    ssize_t got;
+    size_t off = 0;
+
+    if (poll(&p, 1, wait_ms) <= 0)
+        return 0;
+    got = recv(fd, buf, sizeof(buf), 0);
+    if (got <= 0)
+        return -1;
+    while (off < (size_t) got) {
+        size_t used = 0;
+        int ev =
+            scimq_proto_decoder_feed(dec, buf + off, (size_t) got - off, &used);
+
+        off += used;
+        if (ev < 0)
+            return -1;
+        if (ev == SCIMQ_PROTO_HEADER_READY)
+            (void) scimq_proto_decoder_set_payload(dec, NULL, 0);
+        if (ev != SCIMQ_PROTO_FRAME_DONE)
+            continue;
+        const scimq_proto_frame_t *f = scimq_proto_decoder_frame(dec);
+
+        if (f->opcode == SCIMQ_PROTO_OP_ERROR ||
+            f->opcode == SCIMQ_PROTO_OP_WELCOME) {
+            *out = *f;
+            if (f->opcode == SCIMQ_PROTO_OP_ERROR)
+                snprintf(text, text_cap, "%.*s", (int) f->args.error.text.len,
+                         f->args.error.text.ptr);
+            return f->opcode;
+        }
+    }
+    return 0;
+}
+
+static int
+mode_drip(const struct sockaddr_in *sa, const char *queue, int interval_ms,
+          int secs)
+{
+    enum { LEN = 1 << 20 };
+    scimq_proto_frame_t hello = {.opcode = SCIMQ_PROTO_OP_HELLO,
+                                 .request_id = 1},
+                        put = {.opcode = SCIMQ_PROTO_OP_PUT, .request_id = 2},
+                        got;
+    scimq_proto_block_t blk = {"data", 4, NULL, LEN};
+    scimq_proto_decoder_t *dec;
+    uint8_t *hbuf, *pbuf, *payload = calloc(1, LEN);
+    size_t hlen, plen, header, sent = 0;
+    uint64_t start, end;
+    char text[1100] = "";
+    int fd = connect_to(sa, 0), r = 0;
+
+    if (payload == NULL || scimq_proto_decoder_create(NULL, &dec) != 0)
+        die("setup");
+    hello.args.hello.version_min = SCIMQ_PROTO_SESSION_VERSION_MIN;
+    hello.args.hello.version_max = SCIMQ_PROTO_SESSION_VERSION_MAX;
+    hello.args.hello.stream_count = 1;
+    hello.args.hello.client_name.ptr = "gw_peer";
+    hello.args.hello.client_name.len = 7;
+    hbuf = frame_alloc(&hello, &hlen);
+    send_all(fd, hbuf, hlen);
+    for (int i = 0; i < 100 && r == 0; i++)
+        r = read_frames(fd, dec, 100, &got, text, sizeof(text));
+    if (r != SCIMQ_PROTO_OP_WELCOME) {
+        fprintf(stderr, "gw_peer: no WELCOME\n");
+        return 1;
+    }
+    put.args.queue.queue.ptr = queue;
+    put.args.queue.queue.len = (uint16_t) strlen(queue);
+    blk.data = payload;
+    put.block_count = 1;
+    put.blocks = &blk;
+    pbuf = frame_alloc(&put, &plen);
+    header = plen - LEN;
+    send_all(fd, pbuf, header);
+    start = now_ms();
+    end = start + (uint64_t) secs * 1000u;
+    r = 0;
+    while (r == 0 && now_ms() < end && sent < LEN) {
+        send_all(fd, pbuf + header + sent, 1);
+        sent++;
+        r = read_frames(fd, dec, interval_ms, &got, text, sizeof(text));
+    }
+    printf("{\"tool\":\"gw_peer\",\"mode\":\"drip\",\"dripped\":%zu,"
+           "\"after_ms\":%" PRIu64 ",\"closed\":%s,\"error\":\"%s\","
+           "\"text\":\"%s\"}\n",
+           sent, now_ms() - start, r != 0 ? "true" : "false",
+           r == SCIMQ_PROTO_OP_ERROR ? scimq_err_name(got.args.error.code) : "",
+           text);
+    scimq_proto_decoder_destroy(dec);
+    close(fd);
+    free(hbuf);
+    free(pbuf);
+    free(payload);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+
 int
 main(int argc, char **argv)
 {
@@ -291,7 +419,13 @@ main(int argc, char **argv)
         return mode_hold(&sa, atoi(argv[4]), atoi(argv[5]),
                          argc >= 7 ? argv[6] : NULL);
     }
-    fprintf(stderr, "usage: gw_peer pings HOST PORT SECONDS\n"
-                    "       gw_peer hold HOST PORT N SECONDS [SOURCE]\n");
+    if (argc >= 7 && strcmp(argv[1], "drip") == 0) {
+        addr_make(argv[2], argv[3], &sa);
+        return mode_drip(&sa, argv[4], atoi(argv[5]), atoi(argv[6]));
+    }
+    fprintf(stderr,
+            "usage: gw_peer pings HOST PORT SECONDS\n"
+            "       gw_peer hold HOST PORT N SECONDS [SOURCE]\n"
+            "       gw_peer drip HOST PORT QUEUE INTERVAL_MS SECONDS\n");
     return 2;
 }
