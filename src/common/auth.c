@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +23,6 @@
 int
 scimq__token_load(const char *path, uint8_t **tok_p, size_t *len_p)
 {
-    static atomic_bool warned;
     uint8_t *buf = NULL;
     struct stat st;
     ssize_t n;
@@ -38,9 +36,16 @@ scimq__token_load(const char *path, uint8_t **tok_p, size_t *len_p)
         rc = scimq__err_from_errno(errno);
         goto out;
     }
-    if ((st.st_mode & 077) != 0 && !atomic_exchange(&warned, true))
-        SCIMQ_LOG_WARN(CORE, "token file %s is readable by others (chmod 600)",
-                       path);
+    if ((st.st_mode & 077) != 0) {
+        /* As ssh does for keys: a secret others can read (or replace) is
+         * not one; refusing says so before anyone relies on it. */
+        SCIMQ_LOG_ERROR(CORE,
+                        "token file %s is accessible by group or others "
+                        "(mode %04o): refused; chmod 600 %s",
+                        path, (unsigned int) (st.st_mode & 07777), path);
+        rc = SCIMQ_EACCES;
+        goto out;
+    }
     buf = malloc(SCIMQ_TOKEN_MAX + 1);
     rc = SCIMQ_ENOMEM;
     if (buf == NULL)

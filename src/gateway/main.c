@@ -374,6 +374,13 @@ options_load(struct gw_options *o)
     }
     if (token_file[0] != '\0') {
         rc = scimq__token_load(token_file, &o->token, &o->token_len);
+        if (rc == SCIMQ_EACCES) {
+            fprintf(stderr,
+                    "scimq-gateway: token file %s is accessible by group or "
+                    "others: refused (chmod 600 %s)\n",
+                    token_file, token_file);
+            return 2;
+        }
         if (rc != 0) {
             fprintf(stderr, "scimq-gateway: cannot use token file %s: %s\n",
                     token_file, scimq_strerror(rc));

@@ -220,4 +220,35 @@ expect_eq "slow rejections" 1 "$(gw_stat .rejections.slow)"
 expect_eq "nothing of the drip queued" 0 "$(gw_stat '.queues[] | select(.name == "drip") | .ready')"
 stop_gateway
 
+# --- 6. Token files others can read are refused ------------------------------
+printf 'sesame-%s\n' "$$" > "$workdir/token"
+chmod 644 "$workdir/token"
+if "$gwbin" --listen 127.0.0.1:0 --token-file "$workdir/token" \
+    > /dev/null 2> "$workdir/token.err"; then
+    fail "the gateway started with a world-readable token file"
+fi
+grep -q "accessible by group or others: refused (chmod 600" "$workdir/token.err" ||
+    fail "no clear message for a world-readable token: $(cat "$workdir/token.err")"
+ok "the gateway refuses a token file of mode 644, saying why"
+chmod 640 "$workdir/token"
+"$gwbin" --listen 127.0.0.1:0 --token-file "$workdir/token" > /dev/null 2>&1 &&
+    fail "the gateway started with a group-readable token file"
+ok "the gateway refuses a token file of mode 640"
+chmod 600 "$workdir/token"
+start_gateway --token-file "$workdir/token"
+bounded 30 "$bindir/scimqctl" --token-file "$workdir/token" ping > /dev/null ||
+    fail "ping with a 600 token"
+ok "a token file of mode 600 is used"
+cp "$workdir/token" "$workdir/token.644"
+chmod 644 "$workdir/token.644"
+if bounded 30 "$bindir/scimqctl" --token-file "$workdir/token.644" ping \
+    > "$workdir/ctl.json" 2> "$workdir/ctl.err"; then
+    fail "a client used a world-readable token file"
+fi
+grep -q "token file .*token.644 is accessible by group or others" "$workdir/ctl.err" ||
+    fail "no clear client message: $(cat "$workdir/ctl.err")"
+ok "a client refuses a token file of mode 644, saying why"
+expect_eq "so it is not authenticated" SCIMQ_EAUTH "$(json_get "$workdir/ctl.json" .error)"
+stop_gateway
+
 echo "$checks checks passed"
