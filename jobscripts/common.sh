@@ -94,14 +94,25 @@ trap scimq__cleanup EXIT
 # SCIMQ_GATEWAY_LISTEN (0.0.0.0:0: all interfaces, any free port), the URL
 # host SCIMQ_GATEWAY_HOST (this host's name, for ranks on other nodes),
 # SCIMQ_GATEWAY_MEMORY (--memory-limit, 1GiB), SCIMQ_GATEWAY_ARGS (more).
+# The gateway requires a token: SCIMQ_TOKEN_FILE if set, else a new random
+# one, mode 600, in the job directory (which the ranks see); it is exported
+# as SCIMQ_TOKEN_FILE, so the job's tools and ranks authenticate.  Anyone
+# on the node can reach the port; only the job's user can read the token.
 scimq_gateway_start() {
     scimq_job_dir
     [ -x "$SCIMQ_GATEWAY_BIN" ] || scimq_die "scimq-gateway not found"
+    if [ -z "${SCIMQ_TOKEN_FILE:-}" ]; then
+        SCIMQ_TOKEN_FILE=$SCIMQ_JOB_DIR/token
+        (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' \
+            > "$SCIMQ_TOKEN_FILE") ||
+            scimq_die "cannot write a token to $SCIMQ_TOKEN_FILE"
+    fi
+    export SCIMQ_TOKEN_FILE
     port_file=$SCIMQ_JOB_DIR/gateway.port
     rm -f "$port_file"
     # shellcheck disable=SC2086
     "$SCIMQ_GATEWAY_BIN" --listen "${SCIMQ_GATEWAY_LISTEN:-0.0.0.0:0}" \
-        --port-file "$port_file" \
+        --port-file "$port_file" --token-file "$SCIMQ_TOKEN_FILE" \
         --memory-limit "${SCIMQ_GATEWAY_MEMORY:-1GiB}" \
         ${SCIMQ_GATEWAY_ARGS:-} "$@" \
         > "$SCIMQ_JOB_DIR/gateway.out" 2> "$SCIMQ_JOB_DIR/gateway.err" &
