@@ -276,6 +276,16 @@ gw_start() {
         sleep 0.05
     done
     url="scimq://$(cat "$work/port")"
+    # A gateway that pre-faults its payload pool does it in the
+    # background: the trial starts once that is done, or it would be
+    # timed and charged to the trial.
+    i=0
+    while [ "$("$(tools_of "$gw_build")/scimqctl" --url "$url" stats 2> /dev/null |
+        jq -r '.memory.prefault // "off"')" = running ]; do
+        i=$((i + 1))
+        [ "$i" -gt 1200 ] && die "gateway '$gw_build' still pre-faulting after 120 s"
+        sleep 0.1
+    done
 }
 
 # gw_stop: SIGTERM; sets stopped to term, or kill if it had to be killed.

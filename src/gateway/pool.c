@@ -162,6 +162,7 @@ prefault_main(void *arg)
         off += n;
         atomic_store(&p->prefaulted, off);
     }
+    atomic_store(&p->prefault_done, true);
     return NULL;
 }
 

@@ -47,6 +47,7 @@ struct gw_pool {
     bool prefaulting;
     atomic_bool stop;
     atomic_uint_fast64_t prefaulted; /* bytes pre-faulted so far */
+    atomic_bool prefault_done;       /* the thread has finished */
 };
 
 /*

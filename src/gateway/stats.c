@@ -67,6 +67,10 @@ gw_stats_snapshot(const struct gw_broker *b, enum gw_snap_filter filter,
     s->pool_size = st->pool.size;
     s->pool_used = gw_pool_used(&st->pool);
     s->chunk = st->pool.chunk;
+    s->prefaulted = atomic_load(&st->pool.prefaulted);
+    s->prefault = !st->pool.prefaulting                  ? "off"
+                  : atomic_load(&st->pool.prefault_done) ? "done"
+                                                         : "running";
     s->resident = st->resident;
     s->spilling = st->mem_spilling;
     s->disk_limit = st->spill ? st->disk_limit : 0;
@@ -159,10 +163,12 @@ gw_stats_broker_json(const struct gw_snapshot *s, json_t *root)
                         json_integer((json_int_t) s->sc.payload_allocated));
     json_object_set_new(
         root, "memory",
-        json_pack("{s:I, s:I, s:I, s:I, s:I}", "limit",
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "limit",
                   (json_int_t) s->pool_size, "used", (json_int_t) s->pool_used,
                   "resident", (json_int_t) s->resident, "spilling",
-                  (json_int_t) s->spilling, "chunk", (json_int_t) s->chunk));
+                  (json_int_t) s->spilling, "chunk", (json_int_t) s->chunk,
+                  "prefaulted", (json_int_t) s->prefaulted, "prefault",
+                  s->prefault));
     json_object_set_new(
         root, "spill",
         json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "limit",

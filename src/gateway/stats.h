@@ -32,7 +32,8 @@ struct gw_snapshot {
     size_t n_queues;
     uint64_t sessions, ready, in_flight, settlements_ignored;
     /* Store. */
-    uint64_t pool_size, pool_used, chunk, resident, spilling;
+    uint64_t pool_size, pool_used, chunk, resident, spilling, prefaulted;
+    const char *prefault; /* "off", "running" or "done" (a literal) */
     uint64_t disk_limit, disk_used, spill_files, parked;
     struct gw_store_counters sc;
     /* Journal. */
