@@ -377,7 +377,7 @@ gw_broker_put_commit(struct gw_broker *b, uint64_t now, uint64_t conn_id,
         *deferred_p =
             gw_durable_put(b, pl, msgs, n, worker, conn_id, f->request_id,
                            (f->flags & SCIMQ_PROTO_F_CONFIRM) != 0);
-        gw_store_committed(&b->store, pl, out);
+        gw_store_committed(&b->store, pl);
     }
     /* The connection's pin ends here; messages hold references now. */
     gw_store_unpin(&b->store, pl, out);

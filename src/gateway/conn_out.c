@@ -65,7 +65,7 @@ on_write(uv_write_t *req, int status)
     finish_if_done(c);
     /* Hysteresis: reading resumes at half the cap, not at every write. */
     if (c->out_blocked && c->out_queued <= c->gw->opt.max_output / 2)
-        gw_conn_output_drained(c);
+        c->host->output_drained(c);
 }
 
 int

@@ -26,6 +26,9 @@ struct gw_conn_host {
     uv_tcp_t *listener;
     struct gateway *gw;
     struct gw_conn *conns; /* by id (uthash) */
+    /* Queued output went back under the cap (conn.c resumes reading):
+     * called by the writing side, which does not call the reading one. */
+    void (*output_drained)(struct gw_conn *c);
 };
 
 enum gw_conn_phase {

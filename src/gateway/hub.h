@@ -16,11 +16,11 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <time.h>
 
 #include <jansson.h>
 
 #include "action.h"
+#include "clock.h"
 #include "broker.h"
 #include "mailbox.h"
 #include "journal.h"
@@ -34,16 +34,6 @@ struct gw_hub {
     struct gw_spill *spill;     /* NULL: no spill directory */
     struct gw_journal *journal; /* NULL: no journal directory */
 };
-
-/* Milliseconds on CLOCK_MONOTONIC. */
-static inline uint64_t
-gw_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
-}
 
 void gw_hub_init(struct gw_hub *h, struct gw_broker *b);
 void gw_hub_destroy(struct gw_hub *h);

@@ -18,6 +18,7 @@
 #include <scimq/error.h>
 
 #include "common/error_internal.h"
+#include "clock.h"
 #include "common/log.h"
 #include "journal.h"
 #include "records.h"
@@ -42,24 +43,6 @@ struct gw_journal {
     pthread_mutex_t stats_lock;
     struct gw_journal_syncs syncs;
 };
-
-static uint64_t
-mono_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
-}
-
-static uint64_t
-mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
-}
 
 void
 gw_journal_segment_path(const char *dir, uint64_t seg, char *buf, size_t len)
@@ -158,7 +141,7 @@ do_append(struct gw_journal *j, struct gw_action *job)
     }
     j->size += job->hdr_len + job->len;
     if (!j->unsynced)
-        j->unsynced_since_ms = mono_ms();
+        j->unsynced_since_ms = gw_now_ms();
     j->unsynced = true;
     return 0;
 }
@@ -173,9 +156,9 @@ do_sync(struct gw_journal *j)
     if (!j->unsynced || j->fd < 0)
         return 0;
     j->unsynced = false;
-    t0 = mono_us();
+    t0 = gw_now_us();
     rc = fdatasync(j->fd) == 0 ? 0 : scimq__err_from_errno(errno);
-    us = mono_us() - t0;
+    us = gw_now_us() - t0;
     while (b + 1 < GW_JOURNAL_SYNC_BUCKETS && (us >> b) != 0)
         b++;
     pthread_mutex_lock(&j->stats_lock);
@@ -283,12 +266,14 @@ journal_main(void *arg)
             if (j->unsynced) {
                 struct timespec ts;
                 uint64_t due = j->unsynced_since_ms + j->batch_ms;
+                uint64_t now = gw_now_ms(), wait;
 
-                if (mono_ms() >= due)
+                if (now >= due)
                     break;
+                wait = due - now;
                 clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_sec += (time_t) ((due - mono_ms()) / 1000);
-                ts.tv_nsec += (long) ((due - mono_ms()) % 1000) * 1000000L;
+                ts.tv_sec += (time_t) (wait / 1000);
+                ts.tv_nsec += (long) (wait % 1000) * 1000000L;
                 if (ts.tv_nsec >= 1000000000L) {
                     ts.tv_sec++;
                     ts.tv_nsec -= 1000000000L;
@@ -334,7 +319,7 @@ journal_main(void *arg)
         }
         sync_rc = 0;
         if (want_sync || stop ||
-            (j->unsynced && mono_ms() >= j->unsynced_since_ms + j->batch_ms))
+            (j->unsynced && gw_now_ms() >= j->unsynced_since_ms + j->batch_ms))
             sync_rc = do_sync(j);
         if (sync_rc != 0)
             SCIMQ_LOG_SPARSE(SCIMQ_LOG_ERROR, GATEWAY, 10000,

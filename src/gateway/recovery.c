@@ -20,6 +20,7 @@
 #include "alloc.h"
 #include "common/error_internal.h"
 #include "common/log.h"
+#include "fsdir.h"
 #include "journal.h"
 #include "journal_codec.h"
 #include "recovery.h"
@@ -368,16 +369,9 @@ gw_recover(const char *dir, struct gw_broker *b, struct gw_actions *out,
     int rc;
 
     memset(rep, 0, sizeof(*rep));
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        SCIMQ_LOG_ERROR(GATEWAY, "cannot create journal directory %s: %s", dir,
-                        strerror(errno));
-        return scimq__err_from_errno(errno);
-    }
-    if (access(dir, W_OK | X_OK) != 0) {
-        SCIMQ_LOG_ERROR(GATEWAY, "journal directory %s is not writable: %s",
-                        dir, strerror(errno));
-        return SCIMQ_EACCES;
-    }
+    rc = gw_dir_ready(dir, "journal");
+    if (rc != 0)
+        return rc;
     gw_broker_restore_begin(b, out);
     rc = topology_load(dir, b, &t.next_qid);
     if (rc == 0)

@@ -18,6 +18,7 @@
 
 #include "common/error_internal.h"
 #include "common/log.h"
+#include "fsdir.h"
 #include "spill.h"
 
 struct gw_spill {
@@ -171,17 +172,12 @@ gw_spill_start(const char *dir, gw_spill_done_fn done, void *arg,
 {
     struct gw_spill *sp;
 
+    int rc;
+
     *sp_p = NULL;
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        SCIMQ_LOG_ERROR(GATEWAY, "cannot create spill directory %s: %s", dir,
-                        strerror(errno));
-        return scimq__err_from_errno(errno);
-    }
-    if (access(dir, W_OK | X_OK) != 0) {
-        SCIMQ_LOG_ERROR(GATEWAY, "spill directory %s is not writable: %s", dir,
-                        strerror(errno));
-        return SCIMQ_EACCES;
-    }
+    rc = gw_dir_ready(dir, "spill");
+    if (rc != 0)
+        return rc;
     sp = calloc(1, sizeof(*sp));
     if (sp == NULL)
         return SCIMQ_ENOMEM;

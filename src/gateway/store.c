@@ -424,10 +424,8 @@ gw_store_unpark(struct gw_store *st, uint64_t conn_id)
 }
 
 void
-gw_store_committed(struct gw_store *st, struct gw_payload *pl,
-                   struct gw_actions *out)
+gw_store_committed(struct gw_store *st, struct gw_payload *pl)
 {
-    (void) out;
     if (pl->where == GW_PL_MEMORY && pl->lru_prev == NULL && st->lru_head != pl)
         lru_append(st, pl);
 }

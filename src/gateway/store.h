@@ -65,8 +65,7 @@ void gw_store_unpin(struct gw_store *st, struct gw_payload *pl,
                     struct gw_actions *out);
 
 /* A committed payload becomes a candidate for spilling. */
-void gw_store_committed(struct gw_store *st, struct gw_payload *pl,
-                        struct gw_actions *out);
+void gw_store_committed(struct gw_store *st, struct gw_payload *pl);
 /* Spills ahead of need when the arena is above its high-water mark
  * (called once per event, after dispatch has pinned what goes out). */
 void gw_store_balance(struct gw_store *st, uint64_t now,

@@ -267,6 +267,7 @@ worker_init(struct gateway *gw, struct gw_worker *w, int index,
     w->host.listener = &w->listener;
     w->host.gw = gw;
     w->host.conns = NULL;
+    w->host.output_drained = gw_conn_output_drained;
     uv_timer_init(&w->loop, &w->timer);
     w->timer.data = w;
     uv_timer_start(&w->timer, on_timer, WORKER_TICK_MS, WORKER_TICK_MS);
