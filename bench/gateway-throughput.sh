@@ -171,6 +171,7 @@ tools_ref=${tools_ref:-$tools_new}
 builds=gateway
 if [ -n "${durability:-}" ]; then
     [ -z "$gw_ref" ] || die "--durability and --gateway-ref do not go together"
+    ! $memory_test || die "--durability and --memory-test do not go together"
     builds=$(echo "$durability" | tr ',' ' ')
     for b in $builds; do
         case $b in
@@ -411,6 +412,17 @@ order() {
     fi
 }
 
+# journal_sample BUILD T: the journal's syncs in the trial and their median
+# latency, appended to $work/BUILD.{syncs,syncus}; the journal goes.
+journal_sample() {
+    "$(tools_of "$1")/scimqctl" --url "$url" stats > "$work/stats.json" ||
+        die "stats failed ($1)"
+    jq -r '.journal.syncs // 0' "$work/stats.json" >> "$work/$1.syncs"
+    jq -r '.journal.sync_us.median_below // 0' "$work/stats.json" \
+        >> "$work/$1.syncus"
+    rm -rf "$work/journal.$1.$2"
+}
+
 # journal_args BUILD T: a fresh journal for a durability mode's trial.
 journal_args() {
     case $1 in
@@ -446,14 +458,7 @@ bench_trial() {
         > "$work/bench.out" 2> "$work/bench.err" || st=$?
     c1=$(cpu_ticks "$gw")
     hwm=$(hwm_kib "$gw")
-    if [ -n "${durability:-}" ]; then
-        "$(tools_of "$b")/scimqctl" --url "$url" stats > "$work/stats.json" ||
-            die "stats failed ($b)"
-        jq -r '.journal.syncs // 0' "$work/stats.json" >> "$work/$b.syncs"
-        jq -r '.journal.sync_us.median_below // 0' "$work/stats.json" \
-            >> "$work/$b.syncus"
-        rm -rf "$work/journal.$b.$t"
-    fi
+    [ -z "${durability:-}" ] || journal_sample "$b" "$t"
     gw_stop
     res=$(tail -n 1 "$work/bench.out")
     mibs=$(echo "$res" | jq -r 'if .error == null then
@@ -683,14 +688,6 @@ memory_trial() {
     fi
     c1=$(cpu_ticks "$gw")
     hwm=$(hwm_kib "$gw")
-    if [ -n "${durability:-}" ]; then
-        "$(tools_of "$b")/scimqctl" --url "$url" stats > "$work/stats.json" ||
-            die "stats failed ($b)"
-        jq -r '.journal.syncs // 0' "$work/stats.json" >> "$work/$b.syncs"
-        jq -r '.journal.sync_us.median_below // 0' "$work/stats.json" \
-            >> "$work/$b.syncus"
-        rm -rf "$work/journal.$b.$t"
-    fi
     gw_stop
     [ "$left" -eq 0 ] || { ls -la "$spill" >&2;
         die "$left spill file(s) left after every message was acknowledged ($b, trial $t)"; }

@@ -13,6 +13,20 @@
 . "$top_srcdir/tests/integration/lib.sh"
 journal="$workdir/journal"
 jstat() { gw_stat ".journal.$1"; }
+# crash: SIGKILL, no drain, nothing flushed.
+crash() {
+    kill -KILL "$GW_PID"
+    wait "$GW_PID" 2> /dev/null || true
+}
+# drain QUEUE N WHAT: closes QUEUE and consumes it to its end; every one
+# of the N synthetic messages 0..N-1 arrives, verified.
+drain() {
+    "$bindir/scimqctl" queue close "$1" > /dev/null || fail "close $1"
+    bounded 120 "$bindir/scimq-recv" --queue "$1" --verify --until-eos \
+        --expect "$2" > "$workdir/recv.$1.json" || fail "$3: consumer failed"
+    expect_eq "$3: verified" "$2" "$(json_get "$workdir/recv.$1.json" .verified)"
+    expect_eq "$3: lost" 0 "$(json_get "$workdir/recv.$1.json" .lost)"
+}
 
 # 1. SIGTERM with a backlog.
 start_gateway --journal-dir "$journal"
@@ -22,11 +36,7 @@ bounded 60 "$bindir/scimq-send" --queue backlog --synthetic --size 64KiB \
 stop_gateway
 start_gateway --journal-dir "$journal"
 expect_eq "after SIGTERM: recovered" 30 "$(jstat recovered.messages)"
-"$bindir/scimqctl" queue close backlog > /dev/null || fail "close"
-bounded 60 "$bindir/scimq-recv" --queue backlog --verify --until-eos \
-    --expect 30 > "$workdir/recv1.json" || fail "consumer failed"
-expect_eq "after SIGTERM: verified" 30 "$(json_get "$workdir/recv1.json" .verified)"
-expect_eq "after SIGTERM: lost" 0 "$(json_get "$workdir/recv1.json" .lost)"
+drain backlog 30 "after SIGTERM"
 stop_gateway
 rm -rf "$journal"
 
@@ -35,8 +45,7 @@ start_gateway --journal-dir "$journal" --memory-limit 32MiB
 "$bindir/scimqctl" queue create big --guaranteed > /dev/null || fail "create"
 bounded 120 "$bindir/scimq-send" --queue big --synthetic --size 1MiB \
     --count 64 > /dev/null || fail "send"
-kill -KILL "$GW_PID"
-wait "$GW_PID" 2> /dev/null || true
+crash
 start_gateway --journal-dir "$journal" --memory-limit 32MiB
 expect_eq "twice the memory: recovered" 64 "$(jstat recovered.messages)"
 hwm=$(awk '/^VmHWM/ {print $2 * 1024}' "/proc/$GW_PID/status")
@@ -47,11 +56,7 @@ else
         fail "peak RSS $hwm B while recovering 64 MiB (limit 32 MiB + 64 MiB)"
     ok "peak RSS $hwm B while recovering 64 MiB into 32 MiB"
 fi
-"$bindir/scimqctl" queue close big > /dev/null || fail "close"
-bounded 120 "$bindir/scimq-recv" --queue big --verify --until-eos \
-    --expect 64 > "$workdir/recv2.json" || fail "consumer failed"
-expect_eq "twice the memory: verified" 64 "$(json_get "$workdir/recv2.json" .verified)"
-expect_eq "twice the memory: lost" 0 "$(json_get "$workdir/recv2.json" .lost)"
+drain big 64 "twice the memory"
 stop_gateway
 rm -rf "$journal"
 
@@ -60,8 +65,7 @@ start_gateway --journal-dir "$journal"
 "$bindir/scimqctl" queue create torn --guaranteed > /dev/null || fail "create"
 bounded 60 "$bindir/scimq-send" --queue torn --synthetic --size 10KiB \
     --count 10 > /dev/null || fail "send"
-kill -KILL "$GW_PID"
-wait "$GW_PID" 2> /dev/null || true
+crash
 last=$(ls "$journal"/*.seg | tail -n 1)
 head -c 100 /dev/urandom >> "$last"
 start_gateway --journal-dir "$journal"
@@ -69,8 +73,7 @@ expect_eq "garbage tail: recovered" 10 "$(jstat recovered.messages)"
 expect_eq "garbage tail: cut" 100 "$(jstat recovered.truncated_bytes)"
 bounded 60 "$bindir/scimq-send" --queue torn --synthetic --size 10KiB \
     --count 1 --first-seq 10 > /dev/null || fail "send"
-kill -KILL "$GW_PID"
-wait "$GW_PID" 2> /dev/null || true
+crash
 # The record of message 10 loses its last 1000 bytes.
 last=$(ls "$journal"/*.seg | tail -n 1)
 truncate -s -1000 "$last"
@@ -78,11 +81,7 @@ start_gateway --journal-dir "$journal"
 expect_eq "cut record: recovered" 10 "$(jstat recovered.messages)"
 [ "$(jstat recovered.truncated_bytes)" -gt 0 ] || fail "the cut record was not dropped"
 ok "the cut record was dropped"
-"$bindir/scimqctl" queue close torn > /dev/null || fail "close"
-bounded 60 "$bindir/scimq-recv" --queue torn --verify --until-eos \
-    --expect 10 > "$workdir/recv3.json" || fail "consumer failed"
-expect_eq "torn: verified" 10 "$(json_get "$workdir/recv3.json" .verified)"
-expect_eq "torn: lost" 0 "$(json_get "$workdir/recv3.json" .lost)"
+drain torn 10 "torn"
 stop_gateway
 rm -rf "$journal"
 
