@@ -100,6 +100,13 @@ enum scimq_param_type {
       "bytes/s a frame must average once its grace is over; 0: no minimum")    \
     X(GATEWAY_MIN_RATE_GRACE_MS, "gateway_min_rate_grace_ms", INT, "5000",     \
       "time into a frame before gateway_min_rate applies")                     \
+    X(GATEWAY_HTTP, "gateway_http", STR, "",                                   \
+      "read-only HTTP (/metrics, live page): HOST:PORT or PORT (loopback); "   \
+      "empty: off")                                                            \
+    X(GATEWAY_HTTP_PORT_FILE, "gateway_http_port_file", STR, "",               \
+      "file the gateway writes the HTTP HOST:PORT to once it listens")         \
+    X(GATEWAY_HTTP_CACHE_MS, "gateway_http_cache_ms", INT, "1000",             \
+      "HTTP: a statistics snapshot is reused for this long")                   \
     X(PROTO_DATASUM, "proto_datasum", BOOL, "false",                           \
       "send a CRC32C of every payload (receivers always verify one)")
 
