@@ -50,7 +50,7 @@ enum scimq_param_type {
     X(GATEWAY_LISTEN, "gateway_listen", STR, "127.0.0.1:7470",                 \
       "address the gateway listens on (HOST:PORT; port 0: any free port)")     \
     X(GATEWAY_INSECURE, "gateway_insecure", BOOL, "false",                     \
-      "listen beyond loopback without a token (anyone may connect)")          \
+      "listen beyond loopback without a token (anyone may connect)")           \
     X(GATEWAY_PORT_FILE, "gateway_port_file", STR, "",                         \
       "file the gateway writes HOST:PORT to once it listens (atomically)")     \
     X(GATEWAY_WORKERS, "gateway_workers", INT, "0",                            \
