@@ -103,8 +103,7 @@ scimq_gateway_start() {
     [ -x "$SCIMQ_GATEWAY_BIN" ] || scimq_die "scimq-gateway not found"
     if [ -z "${SCIMQ_TOKEN_FILE:-}" ]; then
         SCIMQ_TOKEN_FILE=$SCIMQ_JOB_DIR/token
-        (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' \
-            > "$SCIMQ_TOKEN_FILE") ||
+        "$SCIMQ_GATEWAY_BIN" --init-token "$SCIMQ_TOKEN_FILE" > /dev/null ||
             scimq_die "cannot write a token to $SCIMQ_TOKEN_FILE"
     fi
     export SCIMQ_TOKEN_FILE

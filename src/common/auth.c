@@ -75,6 +75,47 @@ out:
     return rc;
 }
 
+int
+scimq__token_create(const char *path)
+{
+    static const char hex[] = "0123456789abcdef";
+    uint8_t raw[32];
+    char text[2 * sizeof(raw) + 1];
+    ssize_t n;
+    int fd, rc = 0;
+
+    if (scimq__random_bytes(raw, sizeof(raw)) != 0)
+        return SCIMQ_EIO;
+    for (size_t i = 0; i < sizeof(raw); i++) {
+        text[2 * i] = hex[raw[i] >> 4];
+        text[2 * i + 1] = hex[raw[i] & 15];
+    }
+    text[sizeof(text) - 1] = '\n';
+    /* O_EXCL: an existing token is somebody's secret in use; O_NOFOLLOW
+     * and the explicit mode: the file is born private, whatever umask. */
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+              0600);
+    if (fd < 0) {
+        rc = scimq__err_from_errno(errno);
+        goto out;
+    }
+    n = write(fd, text, sizeof(text));
+    if (n != (ssize_t) sizeof(text) || fsync(fd) != 0) {
+        rc = n < 0 ? scimq__err_from_errno(errno) : SCIMQ_EIO;
+        close(fd);
+        unlink(path);
+        goto out;
+    }
+    if (close(fd) != 0) {
+        rc = scimq__err_from_errno(errno);
+        unlink(path);
+    }
+out:
+    OPENSSL_cleanse(raw, sizeof(raw));
+    OPENSSL_cleanse(text, sizeof(text));
+    return rc;
+}
+
 void
 scimq__token_free(uint8_t *tok, size_t len)
 {

@@ -24,6 +24,13 @@
  */
 int scimq__token_load(const char *path, uint8_t **tok_p, size_t *len_p);
 
+/*
+ * Creates a token file: 32 random bytes as 64 hex digits and a newline,
+ * mode 0600, never over an existing file (nor through a symlink).
+ * Returns 0, SCIMQ_EEXIST, SCIMQ_EIO or an errno-derived code.
+ */
+int scimq__token_create(const char *path);
+
 /* Wipes and frees a token. */
 void scimq__token_free(uint8_t *tok, size_t len);
 

@@ -15,6 +15,8 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +54,8 @@ static const struct option options[] = {
     {"log-file", required_argument, NULL, 'L'},
     {"log-level", required_argument, NULL, 'v'},
     {"remote-admin", no_argument, NULL, 'R'},
+    {"insecure", no_argument, NULL, 'I'},
+    {"init-token", required_argument, NULL, 'T'},
     {"set", required_argument, NULL, 'S'},
     {"list-params", no_argument, NULL, 'P'},
     {"version", no_argument, NULL, 'V'},
@@ -76,6 +80,10 @@ usage(FILE *out)
             "(16GiB)\n"
             "  --token-file FILE      shared secret; clients must "
             "authenticate\n"
+            "  --init-token FILE      create a random token file (mode 600) "
+            "and exit\n"
+            "  --insecure             listen beyond loopback without a "
+            "token\n"
             "  --config FILE          INI file of settings (see "
             "--list-params)\n"
             "  --workers N            event-loop threads (0: one per core)\n"
@@ -125,6 +133,41 @@ flag_param(int c)
     }
 }
 
+/* --init-token FILE: a new secret for the gateway and its clients. */
+static int
+init_token(const char *path)
+{
+    int rc = scimq__token_create(path);
+
+    if (rc == SCIMQ_EEXIST) {
+        fprintf(stderr,
+                "scimq-gateway: %s exists: not overwritten (it may be a token "
+                "in use; remove it first to replace it)\n",
+                path);
+    } else if (rc != 0) {
+        fprintf(stderr, "scimq-gateway: cannot create token file %s: %s\n",
+                path, scimq_strerror(rc));
+    } else {
+        json_t *o;
+        char *text, *full = realpath(path, NULL);
+
+        fprintf(stderr,
+                "scimq-gateway: token written to %s (mode 600); start the "
+                "gateway with --token-file %s and give clients the same file "
+                "(SCIMQ_TOKEN_FILE)\n",
+                full != NULL ? full : path, full != NULL ? full : path);
+        o = json_pack("{s:s, s:s, s:i}", "tool", "scimq-gateway",
+                      "token_file", full != NULL ? full : path, "exit_code", 0);
+        text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (text != NULL)
+            printf("%s\n", text);
+        free(text);
+        json_decref(o);
+        free(full);
+    }
+    return rc == 0 ? 0 : rc == SCIMQ_EEXIST ? 1 : 2;
+}
+
 /* Config file first, then flags, so flags win (and env sits between). */
 static int
 parse_args(int argc, char **argv)
@@ -163,6 +206,12 @@ parse_args(int argc, char **argv)
         case 'R':
             (void) scimq__param_set("gateway_remote_admin", "true");
             break;
+        case 'I':
+            (void) scimq__param_set("gateway_insecure", "true");
+            break;
+        case 'T':
+            fflush(stdout);
+            exit(init_token(optarg));
         case 'S':
             eq = strchr(optarg, '=');
             if (eq == NULL) {
@@ -264,6 +313,43 @@ nofile_setup(struct gw_options *o)
                        "for more",
                        o->nofile, o->max_connections, configured);
     return 0;
+}
+
+/*
+ * Whether every address HOST stands for is a loopback one.  An empty host
+ * (any address) is not.  A name that does not resolve is left to the
+ * listen, which reports it.
+ */
+static bool
+listen_is_loopback(const char *host)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE},
+                    *ai = NULL, *p;
+    bool loopback = true;
+
+    if (host[0] == '\0')
+        return false;
+    if (getaddrinfo(host, "0", &hints, &ai) != 0)
+        return true;
+    for (p = ai; p != NULL; p = p->ai_next) {
+        if (p->ai_family == AF_INET) {
+            const struct sockaddr_in *in = (const void *) p->ai_addr;
+
+            loopback &= (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+        } else if (p->ai_family == AF_INET6) {
+            const struct sockaddr_in6 *in6 = (const void *) p->ai_addr;
+
+            loopback &= IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) ||
+                        (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) &&
+                         in6->sin6_addr.s6_addr[12] == 127);
+        } else {
+            loopback = false;
+        }
+    }
+    freeaddrinfo(ai);
+    return loopback;
 }
 
 static int
@@ -386,6 +472,19 @@ options_load(struct gw_options *o)
                     token_file, scimq_strerror(rc));
             return 2;
         }
+    }
+    if (o->token == NULL && !listen_is_loopback(o->listen_host) &&
+        !scimq__param_bool(SCIMQ_PARAM_GATEWAY_INSECURE)) {
+        /* Reachable from other hosts and nothing to prove: anyone who can
+         * reach the port could read and write every queue. */
+        fprintf(stderr,
+                "scimq-gateway: refusing to listen on %s without a token: "
+                "anyone who reaches it could read and write every queue.  "
+                "Create one (scimq-gateway --init-token FILE) and pass "
+                "--token-file FILE, listen on loopback (127.0.0.1), or "
+                "accept the risk with --insecure\n",
+                o->listen_host[0] ? o->listen_host : "every address");
+        return 2;
     }
     return 0;
 }
@@ -652,6 +751,11 @@ main(int argc, char **argv)
         gw.opt.memory_limit, gw.hub.spill ? gw.opt.spill_dir : "off",
         gw.hub.journal ? gw.opt.journal_dir : "off",
         gw.opt.token ? "token" : "none", gw.opt.nofile, gw.opt.max_connections);
+    if (gw.opt.token == NULL && !listen_is_loopback(gw.opt.listen_host))
+        SCIMQ_LOG_WARN(GATEWAY,
+                       "listening on %s without a token (--insecure): anyone "
+                       "who reaches port %u may read and write every queue",
+                       gw.opt.listen_host[0] ? gw.opt.listen_host : "*", port);
 
     if (m.exit_code == 0)
         uv_run(&m.loop, UV_RUN_DEFAULT);

@@ -7,7 +7,8 @@
 ctl="$bindir/scimqctl"
 qstat() { gw_stat ".queues[] | select(.name==\"$1\") | $2"; }
 
-start_gateway --listen 0.0.0.0:0
+# Every address, to be reached from a non-loopback one (no token: --insecure).
+start_gateway --listen 0.0.0.0:0 --insecure
 export SCIMQ_URL="scimq://127.0.0.1:$GW_PORT"
 
 # 1. A consumer that never settles: its leases expire after 1 s and the
