@@ -93,8 +93,7 @@ scimq__token_create(const char *path)
     text[sizeof(text) - 1] = '\n';
     /* O_EXCL: an existing token is somebody's secret in use; O_NOFOLLOW
      * and the explicit mode: the file is born private, whatever umask. */
-    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-              0600);
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         rc = scimq__err_from_errno(errno);
         goto out;

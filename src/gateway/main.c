@@ -156,8 +156,8 @@ init_token(const char *path)
                 "gateway with --token-file %s and give clients the same file "
                 "(SCIMQ_TOKEN_FILE)\n",
                 full != NULL ? full : path, full != NULL ? full : path);
-        o = json_pack("{s:s, s:s, s:i}", "tool", "scimq-gateway",
-                      "token_file", full != NULL ? full : path, "exit_code", 0);
+        o = json_pack("{s:s, s:s, s:i}", "tool", "scimq-gateway", "token_file",
+                      full != NULL ? full : path, "exit_code", 0);
         text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         if (text != NULL)
             printf("%s\n", text);
