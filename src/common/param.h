@@ -85,6 +85,14 @@ enum scimq_param_type {
       "SIGTERM: longest wait for leased messages to be settled")               \
     X(GATEWAY_REMOTE_ADMIN, "gateway_remote_admin", BOOL, "false",             \
       "allow queue delete/bind/move from non-loopback peers")                  \
+    X(GATEWAY_ADMIN_SOCKET, "gateway_admin_socket", STR, "",                   \
+      "Unix socket for administration; empty: /tmp/scimq-UID/gateway-PORT."    \
+      "sock; off: none")                                                       \
+    X(GATEWAY_ADMIN_GROUP, "gateway_admin_group", STR, "",                     \
+      "group that may use the admin socket too (mode 660); empty: owner only") \
+    X(ADMIN_SOCKET, "admin_socket", STR, "",                                   \
+      "the gateway's admin socket (scimqctl); empty: the default for the "     \
+      "URL's port")                                                            \
     X(GATEWAY_MAX_CONNECTIONS, "gateway_max_connections", INT, "4096",         \
       "connections accepted at once; more are refused")                        \
     X(GATEWAY_MAX_CONN_PER_PEER, "gateway_max_conn_per_peer", INT, "256",      \
