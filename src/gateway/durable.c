@@ -20,10 +20,8 @@ append(struct gw_broker *b, const struct gw_jrec *r, struct gw_payload *pl,
     size_t hlen = gw_jrec_header_len(r);
 
     a->buf = gw_xcalloc(1, hlen);
+    /* The journal thread adds the CRC (gw_jrec_crc over the data). */
     gw_jrec_encode(r, a->buf);
-    gw_jrec_set_crc(a->buf,
-                    gw_jrec_crc(a->buf, hlen, pl != NULL ? pl->data : NULL,
-                                pl != NULL ? pl->len : 0));
     a->hdr_len = (uint32_t) hlen;
     a->seq = ++b->j.seq;
     a->sync = sync;

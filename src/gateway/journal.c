@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +20,8 @@
 #include "clock.h"
 #include "common/log.h"
 #include "journal.h"
+#include "journal_codec.h"
+#include "journal_segment.h"
 #include "records.h"
 
 struct gw_journal {
@@ -35,9 +36,9 @@ struct gw_journal {
     struct gw_actions jobs;
     bool stop;
     /* Thread-only state. */
-    int fd;       /* active segment, -1 before the first append */
-    uint64_t seg; /* its number */
-    uint64_t size;
+    struct gw_jseg w;  /* the active segment (w.fd -1 before the first) */
+    uint64_t next_seg; /* number of the next segment opened */
+    struct gw_actions unwritten; /* appended, not yet written or synced */
     bool unsynced;
     uint64_t unsynced_since_ms;
     pthread_mutex_t stats_lock;
@@ -63,89 +64,6 @@ fsync_dir(const char *dir)
     return rc;
 }
 
-/* Opens the next segment: a new file, made durable in the directory. */
-static int
-segment_open(struct gw_journal *j)
-{
-    char path[PATH_MAX];
-
-    if (j->fd >= 0) {
-        if (j->unsynced && fdatasync(j->fd) != 0)
-            return scimq__err_from_errno(errno);
-        j->unsynced = false;
-        close(j->fd);
-        j->fd = -1;
-        j->seg++;
-    }
-    gw_journal_segment_path(j->dir, j->seg, path, sizeof(path));
-    j->fd =
-        open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
-    if (j->fd < 0)
-        return scimq__err_from_errno(errno);
-    j->size = 0;
-    return fsync_dir(j->dir);
-}
-
-static int
-write_all(int fd, struct iovec *iov, int n)
-{
-    while (n > 0) {
-        ssize_t w = writev(fd, iov, n > IOV_MAX ? IOV_MAX : n);
-
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return scimq__err_from_errno(errno);
-        if (w == 0)
-            return SCIMQ_EIO;
-        while (n > 0 && (size_t) w >= iov->iov_len) {
-            w -= (ssize_t) iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (uint8_t *) iov->iov_base + w;
-            iov->iov_len -= (size_t) w;
-        }
-    }
-    return 0;
-}
-
-static int
-do_append(struct gw_journal *j, struct gw_action *job)
-{
-    struct iovec iov[2];
-    int n = 1, rc;
-
-    if (j->fd < 0 || j->size >= j->segment_size) {
-        rc = segment_open(j);
-        if (rc != 0)
-            return rc;
-    }
-    iov[0].iov_base = job->buf;
-    iov[0].iov_len = job->hdr_len;
-    if (job->len > 0) {
-        iov[1].iov_base = job->payload->data;
-        iov[1].iov_len = job->len;
-        n = 2;
-    }
-    job->seg = j->seg;
-    job->off = j->size + job->hdr_len;
-    rc = write_all(j->fd, iov, n);
-    if (rc != 0) {
-        /* A partial record would hide every later one from recovery:
-         * cut it off, and start a new segment for what follows. */
-        if (ftruncate(j->fd, (off_t) j->size) != 0 || fdatasync(j->fd) != 0)
-            j->size = j->segment_size;
-        return rc;
-    }
-    j->size += job->hdr_len + job->len;
-    if (!j->unsynced)
-        j->unsynced_since_ms = gw_now_ms();
-    j->unsynced = true;
-    return 0;
-}
-
 static int
 do_sync(struct gw_journal *j)
 {
@@ -153,11 +71,13 @@ do_sync(struct gw_journal *j)
     unsigned int b = 0;
     int rc;
 
-    if (!j->unsynced || j->fd < 0)
+    if (!j->unsynced || j->w.fd < 0)
         return 0;
     j->unsynced = false;
     t0 = gw_now_us();
-    rc = fdatasync(j->fd) == 0 ? 0 : scimq__err_from_errno(errno);
+    rc = gw_jseg_seal(&j->w);
+    if (rc == 0 && fdatasync(j->w.fd) != 0)
+        rc = scimq__err_from_errno(errno);
     us = gw_now_us() - t0;
     while (b + 1 < GW_JOURNAL_SYNC_BUCKETS && (us >> b) != 0)
         b++;
@@ -168,6 +88,84 @@ do_sync(struct gw_journal *j)
         j->syncs.max_us = us;
     pthread_mutex_unlock(&j->stats_lock);
     return rc;
+}
+
+/* Reports every append not yet reported, with rc. */
+static void
+complete_unwritten(struct gw_journal *j, int rc)
+{
+    struct gw_action *job;
+
+    while ((job = gw_actions_pop(&j->unwritten)) != NULL) {
+        j->done(j->arg, job, rc);
+        gw_action_free(job);
+    }
+}
+
+/*
+ * After a write or sync error: the appends not yet reported fail, the
+ * segment is cut after what was written before them (a partial record
+ * would hide every later one from recovery), and what follows goes to a
+ * new segment.
+ */
+static void
+fail_segment(struct gw_journal *j, int rc)
+{
+    SCIMQ_LOG_SPARSE(SCIMQ_LOG_ERROR, GATEWAY, 10000,
+                     "journal: writing segment %016" PRIx64 " in %s failed: "
+                     "%s; the appends it covers are refused",
+                     j->w.seg, j->dir, scimq_strerror(rc));
+    complete_unwritten(j, rc);
+    gw_jseg_abandon(&j->w);
+    j->unsynced = false;
+}
+
+/* Closes the active segment, synced, and opens the next one, made durable
+ * in the directory. */
+static int
+segment_roll(struct gw_journal *j)
+{
+    char path[PATH_MAX];
+    int rc;
+
+    if (j->w.fd >= 0) {
+        rc = do_sync(j);
+        if (rc != 0)
+            return rc;
+        gw_jseg_close(&j->w);
+    }
+    gw_journal_segment_path(j->dir, j->next_seg, path, sizeof(path));
+    rc = gw_jseg_open(&j->w, path, j->next_seg);
+    if (rc != 0)
+        return rc;
+    j->next_seg++;
+    return fsync_dir(j->dir);
+}
+
+/* Appends a record; it is reported once written (complete_unwritten). */
+static int
+do_append(struct gw_journal *j, struct gw_action *job)
+{
+    const uint8_t *data = job->len > 0 ? job->payload->data : NULL;
+    int rc;
+
+    if (j->w.fd < 0 || j->w.size >= j->segment_size) {
+        rc = segment_roll(j);
+        if (rc != 0)
+            return rc;
+    }
+    /* The CRC is taken here, off the broker's lock. */
+    gw_jrec_set_crc(job->buf,
+                    gw_jrec_crc(job->buf, job->hdr_len, data, job->len));
+    job->seg = j->w.seg;
+    rc = gw_jseg_append(&j->w, job->buf, job->hdr_len, data, job->len,
+                        &job->off);
+    if (rc != 0)
+        return rc;
+    if (!j->unsynced)
+        j->unsynced_since_ms = gw_now_ms();
+    j->unsynced = true;
+    return 0;
 }
 
 void
@@ -210,7 +208,7 @@ do_drop(struct gw_journal *j, uint64_t seg)
 {
     char path[PATH_MAX];
 
-    if (seg == j->seg && j->fd >= 0)
+    if (seg == j->w.seg && j->w.fd >= 0)
         return; /* the active one is never dropped */
     gw_journal_segment_path(j->dir, seg, path, sizeof(path));
     if (unlink(path) != 0 && errno != ENOENT)
@@ -220,11 +218,25 @@ do_drop(struct gw_journal *j, uint64_t seg)
 }
 
 static int
+write_all(int fd, const char *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? scimq__err_from_errno(errno) : SCIMQ_EIO;
+        p += w;
+        len -= (size_t) w;
+    }
+    return 0;
+}
+
+static int
 do_topology(struct gw_journal *j, const char *text)
 {
     char path[PATH_MAX], tmp[PATH_MAX + 8];
-    size_t len = strlen(text);
-    struct iovec iov = {(void *) text, len};
     int fd, rc;
 
     snprintf(path, sizeof(path), "%s/" GW_JOURNAL_TOPOLOGY_FILE, j->dir);
@@ -232,7 +244,7 @@ do_topology(struct gw_journal *j, const char *text)
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return scimq__err_from_errno(errno);
-    rc = write_all(fd, &iov, 1);
+    rc = write_all(fd, text, strlen(text));
     if (rc == 0 && fsync(fd) != 0)
         rc = scimq__err_from_errno(errno);
     close(fd);
@@ -246,9 +258,9 @@ do_topology(struct gw_journal *j, const char *text)
 }
 
 /*
- * Takes every queued job at once: the appends among them share one sync
- * (group commit).  Completions of appends that wait for the sync are held
- * back until it is done.
+ * Takes every queued job at once: the appends among them are written
+ * together and share one sync (group commit); each is reported once it is
+ * written, and synced when any of them asked for it.
  */
 static void *
 journal_main(void *arg)
@@ -256,10 +268,10 @@ journal_main(void *arg)
     struct gw_journal *j = arg;
 
     for (;;) {
-        struct gw_actions batch, held = {NULL, NULL};
+        struct gw_actions batch;
         struct gw_action *job;
         bool want_sync = false, stop;
-        int rc, sync_rc;
+        int rc;
 
         pthread_mutex_lock(&j->lock);
         while (j->jobs.head == NULL && !j->stop) {
@@ -292,14 +304,15 @@ journal_main(void *arg)
             switch (job->kind) {
             case GW_ACT_JOURNAL_APPEND:
                 rc = do_append(j, job);
-                if (rc == 0 && job->sync) {
-                    want_sync = true;
-                    job->code = 0;
-                    gw_actions_push(&held, job);
+                if (rc != 0) {
+                    j->done(j->arg, job, rc);
+                    gw_action_free(job);
+                    fail_segment(j, rc);
                     continue;
                 }
-                j->done(j->arg, job, rc);
-                break;
+                want_sync = want_sync || job->sync;
+                gw_actions_push(&j->unwritten, job);
+                continue;
             case GW_ACT_JOURNAL_READ:
                 j->done(j->arg, job, do_read(j, job));
                 break;
@@ -317,19 +330,16 @@ journal_main(void *arg)
             }
             gw_action_free(job);
         }
-        sync_rc = 0;
+        rc = 0;
         if (want_sync || stop ||
             (j->unsynced && gw_now_ms() >= j->unsynced_since_ms + j->batch_ms))
-            sync_rc = do_sync(j);
-        if (sync_rc != 0)
-            SCIMQ_LOG_SPARSE(SCIMQ_LOG_ERROR, GATEWAY, 10000,
-                             "journal sync failed: %s; the appends it covers "
-                             "are refused",
-                             scimq_strerror(sync_rc));
-        while ((job = gw_actions_pop(&held)) != NULL) {
-            j->done(j->arg, job, sync_rc);
-            gw_action_free(job);
-        }
+            rc = do_sync(j);
+        else if (j->w.fd >= 0)
+            rc = gw_jseg_flush(&j->w);
+        if (rc != 0)
+            fail_segment(j, rc);
+        else
+            complete_unwritten(j, 0);
         if (stop) {
             pthread_mutex_lock(&j->lock);
             stop = j->jobs.head == NULL;
@@ -360,8 +370,11 @@ gw_journal_start(const char *dir, uint64_t first_seg, uint64_t segment_size,
     j->arg = arg;
     j->segment_size = segment_size;
     j->batch_ms = batch_ms;
-    j->fd = -1;
-    j->seg = first_seg;
+    j->next_seg = first_seg;
+    if (gw_jseg_init(&j->w) != 0) {
+        free(j);
+        return SCIMQ_ENOMEM;
+    }
     pthread_mutex_init(&j->lock, NULL);
     pthread_mutex_init(&j->stats_lock, NULL);
     pthread_cond_init(&j->cond, NULL);
@@ -369,6 +382,7 @@ gw_journal_start(const char *dir, uint64_t first_seg, uint64_t segment_size,
         pthread_mutex_destroy(&j->stats_lock);
         pthread_mutex_destroy(&j->lock);
         pthread_cond_destroy(&j->cond);
+        gw_jseg_fini(&j->w);
         free(j);
         return SCIMQ_ENOMEM;
     }
@@ -386,8 +400,7 @@ gw_journal_stop(struct gw_journal *j)
     pthread_cond_signal(&j->cond);
     pthread_mutex_unlock(&j->lock);
     pthread_join(j->thread, NULL);
-    if (j->fd >= 0)
-        close(j->fd);
+    gw_jseg_fini(&j->w);
     pthread_mutex_destroy(&j->stats_lock);
     pthread_mutex_destroy(&j->lock);
     pthread_cond_destroy(&j->cond);

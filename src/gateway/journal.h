@@ -4,11 +4,13 @@
  * and the file of the queue topology.  It carries out GW_ACT_JOURNAL_*
  * actions in order, off the event loops and without the broker's lock:
  *
- * - APPEND writes a record (header, then the payload if any) at the end of
- *   the active segment, rolling to a new segment past the segment size.
- *   Appends that ask for it are synced (fdatasync) before they complete:
- *   one sync covers every append before it (group commit), and at most
- *   batch_ms after any append the journal is synced anyway.
+ * - APPEND adds a record (header, with its CRC taken here, then the
+ *   payload if any) to the active segment (journal_segment.h: block
+ *   writes, O_DIRECT), rolling to a new segment past the segment size.
+ *   The appends of one turn of the thread are written together; those
+ *   that ask for it are synced (fdatasync) before they complete: one sync
+ *   covers every append before it (group commit), and at most batch_ms
+ *   after any append the journal is synced anyway.
  * - READ reads bytes back (a payload to deliver).
  * - DROP deletes a segment; TOPOLOGY replaces the topology file (write,
  *   fsync, rename, fsync of the directory).

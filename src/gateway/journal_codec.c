@@ -27,6 +27,8 @@ fields_len(const struct gw_jrec *r)
         return 8 + 8 + 8 + 4;
     case GW_JREC_ATTEMPT:
         return 8 + 8 + 4;
+    case GW_JREC_PAD:
+        return 0;
     case GW_JREC_SETTLE:
     default:
         return 8 + 8;
@@ -103,6 +105,18 @@ gw_jrec_crc(const uint8_t *hdr, size_t hdr_len, const void *data,
 }
 
 void
+gw_jrec_pad(uint8_t *buf, size_t len)
+{
+    size_t body = len - GW_JREC_PREFIX_LEN;
+
+    memset(buf, 0, len);
+    wire_put32(buf, GW_JREC_MAGIC);
+    wire_put64(buf + 4, body);
+    buf[20] = (uint8_t) GW_JREC_PAD;
+    wire_put32(buf + 16, scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN, body));
+}
+
+void
 gw_jrec_set_crc(uint8_t *hdr, uint32_t crc)
 {
     wire_put32(hdr + 16, crc);
@@ -119,9 +133,12 @@ gw_jrec_prefix(const uint8_t prefix[GW_JREC_PREFIX_LEN], uint64_t *body_len,
     *flen = wire_get32(prefix + 12);
     *crc = wire_get32(prefix + 16);
     *type = prefix[20];
-    if (*type < GW_JREC_MSG || *type > GW_JREC_SETTLE ||
-        *flen > GW_JREC_MAX_FIELDS || *flen > *body_len ||
-        (*type != GW_JREC_MSG && *body_len != *flen))
+    if (*type < GW_JREC_MSG || *type > GW_JREC_PAD ||
+        *flen > GW_JREC_MAX_FIELDS || *flen > *body_len)
+        return SCIMQ_EPROTO;
+    if (*type == GW_JREC_PAD
+            ? *flen != 0 || *body_len > GW_JREC_MAX_PAD - GW_JREC_PREFIX_LEN
+            : *type != GW_JREC_MSG && *body_len != *flen)
         return SCIMQ_EPROTO;
     return 0;
 }
@@ -184,6 +201,12 @@ gw_jrec_fields(uint8_t type, const uint8_t *f, uint32_t flen, uint64_t body_len,
         if (flen != 16)
             return SCIMQ_EPROTO;
         break;
+    case GW_JREC_PAD:
+        /* Its bytes are checked by the CRC; nothing to apply. */
+        if (flen != 0)
+            return SCIMQ_EPROTO;
+        r->n_targets = 0;
+        return 0;
     default:
         return SCIMQ_EPROTO;
     }

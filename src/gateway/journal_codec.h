@@ -17,6 +17,11 @@
  *   ENQUEUE  queue id u64, message id u64, payload id u64, attempt u32
  *   ATTEMPT  queue id u64, message id u64, attempt u32
  *   SETTLE   queue id u64, message id u64
+ *   PAD      no fields; data = zero bytes (GW_JREC_PREFIX_LEN ..
+ *            GW_JREC_MAX_PAD in all).  The writer puts one where the next
+ *            record must start on a block boundary (before a payload
+ *            written straight from memory, and where a sync ends a block),
+ *            so that the bytes of a synced block are never written again.
  *
  * A message is in a queue from its MSG (or ENQUEUE) record until a SETTLE
  * record for it: acknowledged, dead-lettered (SETTLE, then ENQUEUE into the
@@ -35,12 +40,15 @@
 /* Fields of one record are bounded (targets, blocks and names are). */
 #define GW_JREC_MAX_FIELDS (1u << 20)
 #define GW_JREC_MAX_TARGETS 256u
+/* A PAD record is at most this long (two blocks of 4 KiB, and some). */
+#define GW_JREC_MAX_PAD 16384u
 
 enum gw_jrec_type {
     GW_JREC_MSG = 1,
     GW_JREC_ENQUEUE = 2,
     GW_JREC_ATTEMPT = 3,
     GW_JREC_SETTLE = 4,
+    GW_JREC_PAD = 5,
 };
 
 struct gw_jrec_target {
@@ -77,6 +85,11 @@ size_t gw_jrec_header_len(const struct gw_jrec *r);
  * and store it with gw_jrec_set_crc().
  */
 void gw_jrec_encode(const struct gw_jrec *r, uint8_t *buf);
+/*
+ * Writes a whole PAD record of len bytes (GW_JREC_PREFIX_LEN ..
+ * GW_JREC_MAX_PAD) into buf, CRC included.
+ */
+void gw_jrec_pad(uint8_t *buf, size_t len);
 /* CRC32C of a body: the fields (after the prefix), then data. */
 uint32_t gw_jrec_crc(const uint8_t *hdr, size_t hdr_len, const void *data,
                      uint64_t data_len);

@@ -194,6 +194,8 @@ apply(struct model *m, const struct gw_jrec *r, uint64_t seg, uint64_t off)
         if ((msg = msg_get(m, r->one.qid, r->one.msg_id)) != NULL)
             msg->attempt = r->attempt;
         break;
+    case GW_JREC_PAD:
+        break;
     case GW_JREC_SETTLE:
     default:
         /* Ids are not reused while any record of them is left. */

@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <scimq/error.h>
+
+#include "common/error_internal.h"
+#include "common/log.h"
+#include "journal_codec.h"
+#include "journal_segment.h"
+
+#define ROUND_DOWN(x) ((x) & ~(uint64_t) (GW_JSEG_ALIGN - 1))
+#define ROUND_UP(x) ROUND_DOWN((x) + GW_JSEG_ALIGN - 1)
+
+int
+gw_jseg_init(struct gw_jseg *s)
+{
+    void *buf;
+
+    memset(s, 0, sizeof(*s));
+    s->fd = -1;
+    if (posix_memalign(&buf, GW_JSEG_ALIGN, GW_JSEG_BUF) != 0)
+        return SCIMQ_ENOMEM;
+    s->buf = buf;
+    return 0;
+}
+
+void
+gw_jseg_fini(struct gw_jseg *s)
+{
+    if (s->fd >= 0)
+        close(s->fd);
+    free(s->buf);
+    s->fd = -1;
+    s->buf = NULL;
+}
+
+int
+gw_jseg_open(struct gw_jseg *s, const char *path, uint64_t seg)
+{
+    int fl;
+
+    s->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (s->fd < 0)
+        return scimq__err_from_errno(errno);
+    /* Set afterwards: a file system without direct I/O refuses the flag
+     * (EINVAL), and the file is written through the page cache. */
+    fl = fcntl(s->fd, F_GETFL);
+    s->direct = fl >= 0 && fcntl(s->fd, F_SETFL, fl | O_DIRECT) == 0;
+    if (!s->direct)
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_INFO, GATEWAY, 3600000,
+                         "journal: %s: no direct I/O here (%s); writing "
+                         "through the page cache",
+                         path, strerror(errno));
+    s->seg = seg;
+    s->size = s->written = s->base = 0;
+    s->fill = 0;
+    return 0;
+}
+
+/* Writes iov[0..n) at off, whole. */
+static int
+pwrite_all(int fd, struct iovec *iov, int n, uint64_t off)
+{
+    while (n > 0) {
+        ssize_t w = pwritev(fd, iov, n > IOV_MAX ? IOV_MAX : n, (off_t) off);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return scimq__err_from_errno(errno);
+        if (w == 0)
+            return SCIMQ_EIO;
+        off += (uint64_t) w;
+        while (n > 0 && (size_t) w >= iov->iov_len) {
+            w -= (ssize_t) iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (uint8_t *) iov->iov_base + w;
+            iov->iov_len -= (size_t) w;
+        }
+    }
+    return 0;
+}
+
+/* Copies bytes into the buffer, writing it out whenever it is full. */
+static int
+put(struct gw_jseg *s, const uint8_t *p, uint64_t len)
+{
+    while (len > 0) {
+        size_t n = GW_JSEG_BUF - s->fill;
+
+        if (n > len)
+            n = (size_t) len;
+        memcpy(s->buf + s->fill, p, n);
+        s->fill += n;
+        s->size += n;
+        p += n;
+        len -= n;
+        if (s->fill == GW_JSEG_BUF) {
+            struct iovec iov = {s->buf, GW_JSEG_BUF};
+            int rc = pwrite_all(s->fd, &iov, 1, s->base);
+
+            if (rc != 0)
+                return rc;
+            s->base += GW_JSEG_BUF;
+            s->fill = 0;
+        }
+    }
+    return 0;
+}
+
+/* A PAD record so that the next byte falls on a block boundary. */
+static int
+pad_to_block(struct gw_jseg *s, uint64_t extra)
+{
+    uint8_t pad[GW_JREC_MAX_PAD];
+    uint64_t len = ROUND_UP(s->size + extra) - (s->size + extra);
+
+    if (len == 0)
+        return 0;
+    if (len < GW_JREC_PREFIX_LEN)
+        len += GW_JSEG_ALIGN;
+    gw_jrec_pad(pad, (size_t) len);
+    return put(s, pad, len);
+}
+
+int
+gw_jseg_append(struct gw_jseg *s, const uint8_t *hdr, size_t hdr_len,
+               const uint8_t *data, uint64_t data_len, uint64_t *data_off)
+{
+    struct iovec iov[2];
+    uint64_t whole;
+    int rc;
+
+    if (!s->direct || data_len < GW_JSEG_DIRECT_MIN ||
+        (uintptr_t) data % GW_JSEG_ALIGN != 0) {
+        rc = put(s, hdr, hdr_len);
+        *data_off = s->size;
+        return rc == 0 ? put(s, data, data_len) : rc;
+    }
+    /* The header ends on a block boundary, so the data's whole blocks go
+     * to the file from where they are, behind what the buffer holds. */
+    rc = pad_to_block(s, hdr_len);
+    if (rc == 0)
+        rc = put(s, hdr, hdr_len);
+    if (rc != 0)
+        return rc;
+    *data_off = s->size;
+    whole = ROUND_DOWN(data_len);
+    iov[0] = (struct iovec){s->buf, s->fill};
+    iov[1] = (struct iovec){(void *) data, (size_t) whole};
+    rc = pwrite_all(s->fd, s->fill > 0 ? iov : iov + 1, s->fill > 0 ? 2 : 1,
+                    s->base);
+    if (rc != 0)
+        return rc;
+    s->base += s->fill + whole;
+    s->size += whole;
+    s->fill = 0;
+    return put(s, data + whole, data_len - whole);
+}
+
+int
+gw_jseg_flush(struct gw_jseg *s)
+{
+    size_t len = (size_t) ROUND_UP(s->fill), keep;
+    struct iovec iov = {s->buf, len};
+    int rc;
+
+    if (s->fill == 0) {
+        s->written = s->size;
+        return 0;
+    }
+    memset(s->buf + s->fill, 0, len - s->fill);
+    rc = pwrite_all(s->fd, &iov, 1, s->base);
+    if (rc != 0)
+        return rc;
+    /* The partial last block stays: later records complete it. */
+    keep = s->fill - (size_t) ROUND_DOWN(s->fill);
+    if (keep > 0)
+        memmove(s->buf, s->buf + s->fill - keep, keep);
+    s->base += s->fill - keep;
+    s->fill = keep;
+    s->written = s->size;
+    return 0;
+}
+
+int
+gw_jseg_seal(struct gw_jseg *s)
+{
+    int rc = pad_to_block(s, 0);
+
+    return rc == 0 ? gw_jseg_flush(s) : rc;
+}
+
+void
+gw_jseg_abandon(struct gw_jseg *s)
+{
+    if (s->fd < 0)
+        return;
+    if (ftruncate(s->fd, (off_t) s->written) != 0 || fdatasync(s->fd) != 0)
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_ERROR, GATEWAY, 10000,
+                         "journal: cannot cut segment %016llx after an "
+                         "error: %s",
+                         (unsigned long long) s->seg, strerror(errno));
+    gw_jseg_close(s);
+}
+
+void
+gw_jseg_close(struct gw_jseg *s)
+{
+    if (s->fd >= 0)
+        close(s->fd);
+    s->fd = -1;
+}
