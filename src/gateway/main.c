@@ -34,6 +34,7 @@
 #include "common/net.h"
 #include "common/param.h"
 #include "common/topo.h"
+#include "http.h" /* the read-only HTTP side (--http) */
 #include "recovery.h"
 #include "report.h"
 #include "spill.h"
@@ -56,6 +57,7 @@ static const struct option options[] = {
     {"remote-admin", no_argument, NULL, 'R'},
     {"insecure", no_argument, NULL, 'I'},
     {"init-token", required_argument, NULL, 'T'},
+    {"http", required_argument, NULL, 'H'},
     {"set", required_argument, NULL, 'S'},
     {"list-params", no_argument, NULL, 'P'},
     {"version", no_argument, NULL, 'V'},
@@ -91,6 +93,9 @@ usage(FILE *out)
             "  --log-file FILE        log there (SIGHUP reopens it)\n"
             "  --log-level SPEC       e.g. info or warn,gateway=debug\n"
             "  --remote-admin         allow delete/bind/move from any host\n"
+            "  --http HOST:PORT       read-only /metrics and live page (a "
+            "port\n"
+            "                         alone: loopback; default: off)\n"
             "  --set NAME=VALUE       any setting of --list-params\n"
             "  --list-params          print every setting and exit\n"
             "  --version              print the version and exit\n"
@@ -124,6 +129,8 @@ flag_param(int c)
         return "gateway_workers";
     case 'a':
         return "gateway_ack_timeout_ms";
+    case 'H':
+        return "gateway_http";
     case 'L':
         return "log_file";
     case 'v':
@@ -695,6 +702,7 @@ main(int argc, char **argv)
 {
     struct gateway gw;
     struct main_ctx m = {.gw = &gw};
+    struct gw_http http = {.daemon = NULL}; /* --http */
     uint16_t port = 0;
     int rc;
 
@@ -757,8 +765,15 @@ main(int argc, char **argv)
                        "who reaches port %u may read and write every queue",
                        gw.opt.listen_host[0] ? gw.opt.listen_host : "*", port);
 
+    /* The read-only HTTP side (http.h): once the workers listen (it looks
+     * their sockets up by port); stopped before what it reads goes. */
+    if (m.exit_code == 0 && gw_http_start_configured(&http, &gw, port) != 0) {
+        m.exit_code = 1;
+        main_stop(&m);
+    }
     if (m.exit_code == 0)
         uv_run(&m.loop, UV_RUN_DEFAULT);
+    gw_http_stop(&http);
 
     /* Workers first (BYE, close), then the spill thread, whose last
      * completions find closed mailboxes; then nothing can post. */
