@@ -1110,12 +1110,15 @@ scimq_client_queue_declare(scimq_client_t *c, const char *queue,
     if (c == NULL || !name_ok(queue) ||
         (opts != NULL && opts->kind != SCIMQ_QUEUE_GUARANTEED &&
          opts->kind != SCIMQ_QUEUE_BEST_EFFORT) ||
+        (opts != NULL && (unsigned) opts->durability > SCIMQ_DURABILITY_SYNC) ||
         (opts != NULL && opts->dead_letter != NULL &&
          strlen(opts->dead_letter) > SCIMQ_PROTO_MAX_STRING_LEN))
         return SCIMQ_EINVAL;
     frame_init(&f, c, SCIMQ_PROTO_OP_QUEUE_DECLARE);
     if (opts != NULL) {
-        f.args.declare.kind = (uint8_t) opts->kind;
+        f.args.declare.kind =
+            (uint8_t) (opts->kind | opts->durability
+                                        << SCIMQ_PROTO_QUEUE_DURABILITY_SHIFT);
         f.args.declare.ack_timeout_ms = opts->ack_timeout_ms;
         f.args.declare.max_attempts = opts->max_attempts;
         f.args.declare.max_bytes = opts->max_bytes;

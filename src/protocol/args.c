@@ -105,7 +105,11 @@ static const struct field fields_extend[] = {
 };
 
 static const struct field fields_declare[] = {
-    FIELD_ENUM(declare, kind, SCIMQ_PROTO_QUEUE_BEST_EFFORT),
+    /* kind | durability << 4; the gateway checks the combination. */
+    FIELD_ENUM(declare, kind,
+               SCIMQ_PROTO_QUEUE_BEST_EFFORT |
+                   SCIMQ_PROTO_DURABILITY_SYNC
+                       << SCIMQ_PROTO_QUEUE_DURABILITY_SHIFT),
     FIELD(declare, ack_timeout_ms, FT_U32),
     FIELD(declare, max_attempts, FT_U32),
     FIELD(declare, max_bytes, FT_U64),

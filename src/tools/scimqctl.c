@@ -3,6 +3,7 @@
  * scimqctl: administer a gateway.
  *
  *   scimqctl [--url U] queue create Q [--guaranteed | --best-effort]
+ *            [--durability memory|batch|sync]
  *            [--ack-timeout SECONDS] [--max-attempts N] [--max-bytes SIZE]
  *            [--dead-letter DLQ]
  *   scimqctl queue delete Q | queue bind SRC DST | queue unbind SRC DST
@@ -33,6 +34,7 @@ usage(FILE *out)
     fprintf(out,
             "usage: scimqctl [options] COMMAND\n"
             "  queue create Q [--guaranteed|--best-effort] [--ack-timeout S]\n"
+            "                 [--durability memory|batch|sync]\n"
             "                 [--max-attempts N] [--max-bytes SIZE] "
             "[--dead-letter DLQ]\n"
             "  queue delete Q\n"
@@ -106,6 +108,7 @@ main(int argc, char **argv)
     static const struct option opts[] = {
         {"guaranteed", no_argument, NULL, 'g'},
         {"best-effort", no_argument, NULL, 'b'},
+        {"durability", required_argument, NULL, 'D'},
         {"ack-timeout", required_argument, NULL, 'a'},
         {"max-attempts", required_argument, NULL, 'A'},
         {"max-bytes", required_argument, NULL, 'B'},
@@ -140,6 +143,19 @@ main(int argc, char **argv)
             break;
         case 'b':
             qo.kind = SCIMQ_QUEUE_BEST_EFFORT;
+            break;
+        case 'D':
+            if (strcmp(optarg, "memory") == 0)
+                qo.durability = SCIMQ_DURABILITY_MEMORY;
+            else if (strcmp(optarg, "batch") == 0)
+                qo.durability = SCIMQ_DURABILITY_BATCH;
+            else if (strcmp(optarg, "sync") == 0)
+                qo.durability = SCIMQ_DURABILITY_SYNC;
+            else {
+                fprintf(stderr,
+                        CTL_NAME ": --durability memory, batch or sync\n");
+                return 2;
+            }
             break;
         case 'a':
             v = tool_parse_size(CTL_NAME, "--ack-timeout", optarg);

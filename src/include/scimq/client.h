@@ -110,6 +110,17 @@ enum scimq_queue_kind {
     SCIMQ_QUEUE_BEST_EFFORT = 1 /**< removed once sent */
 };
 
+/**
+ * When a guaranteed queue's PUT_OK is sent, as in SciMP QUEUE_DECLARE:
+ * in the gateway's memory, written to its journal, or journaled and synced.
+ */
+enum scimq_durability {
+    SCIMQ_DURABILITY_DEFAULT = 0, /**< the gateway's --durability */
+    SCIMQ_DURABILITY_MEMORY = 1,
+    SCIMQ_DURABILITY_BATCH = 2, /**< needs a gateway journal */
+    SCIMQ_DURABILITY_SYNC = 3   /**< needs a gateway journal */
+};
+
 /** Queue settings; zero means the gateway default. */
 typedef struct scimq_queue_options {
     enum scimq_queue_kind kind;
@@ -117,6 +128,7 @@ typedef struct scimq_queue_options {
     uint32_t max_attempts;   /**< then dead-lettered; 0: unlimited */
     uint64_t max_bytes;      /**< 0: unlimited */
     const char *dead_letter; /**< NULL: none */
+    enum scimq_durability durability; /**< guaranteed queues only */
 } scimq_queue_options_t;
 
 /** A received message.  Free with scimq_message_free(). */

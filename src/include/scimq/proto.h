@@ -78,11 +78,23 @@ extern "C" {
 /** Every flag this version knows; any other bit is an error. */
 #define SCIMQ_PROTO_F_ALL (SCIMQ_PROTO_F_DATASUM | SCIMQ_PROTO_F_CONFIRM)
 
-/** Queue kinds (QUEUE_DECLARE.kind). */
+/** Queue kinds (QUEUE_DECLARE.kind, low four bits). */
 enum scimq_proto_queue_kind {
     SCIMQ_PROTO_QUEUE_GUARANTEED = 0, /**< kept until acknowledged */
     SCIMQ_PROTO_QUEUE_BEST_EFFORT = 1 /**< removed once sent */
 };
+#define SCIMQ_PROTO_QUEUE_KIND_MASK 0x0fu
+/**
+ * When the gateway sends PUT_OK for a guaranteed queue
+ * (QUEUE_DECLARE.kind, high four bits; doc/scimp.md, QUEUE_DECLARE).
+ */
+enum scimq_proto_durability {
+    SCIMQ_PROTO_DURABILITY_DEFAULT = 0, /**< the gateway's --durability */
+    SCIMQ_PROTO_DURABILITY_MEMORY = 1,  /**< in its memory */
+    SCIMQ_PROTO_DURABILITY_BATCH = 2,   /**< written to its journal */
+    SCIMQ_PROTO_DURABILITY_SYNC = 3     /**< journaled and synced */
+};
+#define SCIMQ_PROTO_QUEUE_DURABILITY_SHIFT 4
 
 /**
  * The opcodes: X(NAME, number, args struct member, blocks allowed).
