@@ -42,7 +42,7 @@
 #       [--streams 1,4,8] [--trials 5] [--bytes 1GiB] [--warmup 256MiB]
 #       [--memory-limit 4GiB] [--iperf3 PATH|none] [--iperf-port 5399]
 #       [--gateway-args 'ARGS'] [--gateway-ref PATH] [--tools-ref DIR]
-#       [--durability memory,batch,sync]
+#       [--durability memory,batch,sync] [--json FILE]
 #   bench/gateway-throughput.sh [BUILDDIR] --memory-test [--trials 3]
 #       [--memory-limit 256MiB] [--memory-size 16MiB] [--memory-count 128]
 #       [--memory-rate 32] [--memory-streams 8]
@@ -107,6 +107,7 @@ while [ $# -gt 0 ]; do
     --memory-rate) mrate=$2 ;;
     --memory-streams) mstreams=$2 ;;
     --memory-variants) mvariants=$2 ;;
+    --json) json_out=$2 ;;
     *)
         usage >&2
         exit 2
@@ -483,6 +484,32 @@ bench_trial() {
           payload_bytes: $p, MiB_per_s: $m, cpu_s: $c, cpu_s_per_GiB: $g,
           peak_rss_MiB: $r, rss_reset_after_warmup: $h, stopped: $st}' \
         >> "$trials_log"
+    json_trial MiB/s "$mibs" "$b" "$size K=$k" "$t"
+    json_trial "CPU s/GiB" "$cpu" "$b" "$size K=$k" "$t"
+    json_trial "peak RSS MiB" "$rss" "$b" "$size K=$k" "$t"
+}
+
+# json_trial UNIT VALUE SERIES CASE T: with --json FILE, trial T of CASE
+# as one JSON line (bench/README.md, "JSON lines"; FILE is started afresh
+# by the run).  The in-run reference of a case is iperf3, the --gateway-ref
+# build or the first --durability mode.
+json_trial() {
+    [ -n "${json_out:-}" ] || return 0
+    if [ -z "${json_started:-}" ]; then
+        : > "$json_out"
+        json_started=1
+    fi
+    jr=false
+    case $3 in
+    iperf3 | ref) jr=true ;;
+    esac
+    jfirst=${durability:-}
+    jfirst=${jfirst%%,*}
+    [ -z "$jfirst" ] || [ "$3" != "$jfirst" ] || jr=true
+    jq -cn --arg u "$1" --argjson v "$2" --arg s "$3" --arg c "$4" \
+        --argjson t "$5" --argjson r "$jr" \
+        '{bench: "gateway-throughput", case: $c, trial: $t, value: $v,
+          unit: $u, reference: $r, series: $s}' >> "$json_out"
 }
 
 # iperf_trial K SECONDS T: iperf3 over K streams for SECONDS; appends its
@@ -505,6 +532,7 @@ iperf_trial() {
     jq -cn --argjson k "$1" --argjson t "$3" --argjson m "$v" \
         '{build: "iperf3", streams: $k, trial: $t, MiB_per_s: $m}' \
         >> "$trials_log"
+    json_trial MiB/s "$v" iperf3 "$size K=$1" "$3"
 }
 
 throughput() {
@@ -705,6 +733,7 @@ memory_trial() {
         '{build: $b, variant: $v, trial: $t, peak_rss_MiB: $r,
           rss_before_MiB: $r0, gateway_cpu_s: $c, producer_MiB_per_s: $p,
           consumer: ., stopped: $st}' >> "$trials_log"
+    json_trial "peak RSS MiB" "$rss" "$b" "$variant" "$t"
 }
 
 memory() {
