@@ -28,6 +28,39 @@ str_eq(const char *s, const scimq_proto_str_t *p)
     return s != NULL && strlen(s) == p->len && memcmp(s, p->ptr, p->len) == 0;
 }
 
+/*
+ * A queue's durability from QUEUE_DECLARE.kind: the gateway's mode for
+ * guaranteed queues unless the declare names one.  Best-effort queues are
+ * never journaled; batch and sync need a journal.
+ */
+static int
+declared_durability(const struct gw_broker *b, uint8_t wire,
+                    enum gw_durability *d)
+{
+    unsigned int kind = wire & SCIMQ_PROTO_QUEUE_KIND_MASK;
+    unsigned int asked = wire >> SCIMQ_PROTO_QUEUE_DURABILITY_SHIFT;
+
+    if (kind > SCIMQ_PROTO_QUEUE_BEST_EFFORT ||
+        asked > SCIMQ_PROTO_DURABILITY_SYNC)
+        return SCIMQ_EINVAL;
+    if (kind == SCIMQ_PROTO_QUEUE_BEST_EFFORT) {
+        *d = GW_DURABLE_MEMORY;
+        return asked <= SCIMQ_PROTO_DURABILITY_MEMORY ? 0 : SCIMQ_EINVAL;
+    }
+    switch (asked) {
+    case SCIMQ_PROTO_DURABILITY_DEFAULT:
+        *d = b->j.on ? b->j.durability : GW_DURABLE_MEMORY;
+        return 0;
+    case SCIMQ_PROTO_DURABILITY_MEMORY:
+        *d = GW_DURABLE_MEMORY;
+        return 0;
+    default:
+        *d = asked == SCIMQ_PROTO_DURABILITY_SYNC ? GW_DURABLE_SYNC
+                                                  : GW_DURABLE_BATCH;
+        return b->j.on ? 0 : SCIMQ_ENOTSUP;
+    }
+}
+
 int
 gw_broker_declare(struct gw_broker *b, uint64_t now,
                   const scimq_proto_frame_t *f, uint64_t *created_p,
@@ -36,12 +69,16 @@ gw_broker_declare(struct gw_broker *b, uint64_t now,
     const typeof(f->args.declare) *a = &f->args.declare;
     uint32_t timeout =
         a->ack_timeout_ms ? a->ack_timeout_ms : b->set.ack_timeout_ms;
+    uint8_t kind = a->kind & SCIMQ_PROTO_QUEUE_KIND_MASK;
+    enum gw_durability durability;
     struct gw_queue *q;
     int rc = gw_queue_name_check(&a->queue);
 
     *created_p = 0;
     if (rc == 0 && a->dead_letter.len > 0)
         rc = gw_queue_name_check(&a->dead_letter);
+    if (rc == 0)
+        rc = declared_durability(b, a->kind, &durability);
     if (rc != 0)
         return rc;
     q = gw_queue_find_str(b, &a->queue);
@@ -49,7 +86,8 @@ gw_broker_declare(struct gw_broker *b, uint64_t now,
         bool same_dlq = (q->dead_letter == NULL && a->dead_letter.len == 0) ||
                         str_eq(q->dead_letter, &a->dead_letter);
 
-        return q->kind == a->kind && q->ack_timeout_ms == timeout &&
+        return q->kind == kind && q->durability == durability &&
+                       q->ack_timeout_ms == timeout &&
                        q->max_attempts == a->max_attempts &&
                        q->max_bytes == a->max_bytes && same_dlq
                    ? 0
@@ -66,12 +104,9 @@ gw_broker_declare(struct gw_broker *b, uint64_t now,
     gw_event_begin(b, now, out);
     q = gw_xcalloc(1, sizeof(*q));
     q->qid = ++b->j.next_qid;
-    /* Guaranteed queues go to the journal when there is one. */
-    q->durability = b->j.on && a->kind == SCIMQ_PROTO_QUEUE_GUARANTEED
-                        ? b->j.durability
-                        : GW_DURABLE_MEMORY;
+    q->durability = durability;
     q->name = gw_xstrndup(a->queue.ptr, a->queue.len);
-    q->kind = a->kind;
+    q->kind = kind;
     q->ack_timeout_ms = timeout;
     q->max_attempts = a->max_attempts;
     q->max_bytes = a->max_bytes;
@@ -89,8 +124,9 @@ gw_broker_declare(struct gw_broker *b, uint64_t now,
         }
     }
     GW_NOTE(out, SCIMQ_LOG_INFO, QUEUE,
-            "queue %s declared (%s, ack timeout %u ms)", q->name,
-            q->kind ? "best-effort" : "guaranteed", timeout);
+            "queue %s declared (%s, ack timeout %u ms, durability %s)", q->name,
+            q->kind ? "best-effort" : "guaranteed", timeout,
+            gw_durability_name(q->durability));
     *created_p = 1;
     gw_durable_topology(b);
     gw_event_end(b);

@@ -733,6 +733,98 @@ test_pool(void)
     gw_pool_fini(&p);
 }
 
+/* QUEUE_DECLARE's durability: what it accepts, and what a PUT then asks
+ * of the journal (no record, a record, a synced record). */
+static int
+declare_rc(const char *name, uint8_t kind, uint8_t durability)
+{
+    scimq_proto_frame_t f = {.opcode = SCIMQ_PROTO_OP_QUEUE_DECLARE};
+    uint64_t created = 0;
+
+    f.args.declare.kind =
+        (uint8_t) (kind | durability << SCIMQ_PROTO_QUEUE_DURABILITY_SHIFT);
+    f.args.declare.queue = str(name);
+    return gw_broker_declare(b, now, &f, &created, &out);
+}
+
+/* PUT into queue; 1 if it emitted a synced append, 0 an unsynced one, -1
+ * none (and whether its PUT_OK waits for the journal). */
+static int
+put_append(const char *queue, bool *deferred)
+{
+    scimq_proto_block_t blk;
+    scimq_proto_frame_t f = put_frame(queue, 4 * KiB, &blk);
+    struct gw_payload *pl = NULL;
+    uint64_t id = 0;
+    int found = -1;
+
+    drop_all();
+    CU_ASSERT_FATAL(gw_broker_put_begin(b, now, 10, 0, &f, &pl, &out) == 0);
+    memset(pl->data, 7, 4 * KiB);
+    CU_ASSERT_FATAL(
+        gw_broker_put_commit(b, now, 10, 0, &f, pl, &id, deferred, &out) == 0);
+    for (struct gw_action *a; (a = gw_actions_pop(&out)) != NULL;) {
+        if (a->kind == GW_ACT_JOURNAL_APPEND) {
+            found = a->sync;
+            gw_broker_spill_done(b, now, a, SCIMQ_ESHUTDOWN, &out);
+        }
+        gw_action_free(a);
+    }
+    return found;
+}
+
+static void
+test_queue_durability(void)
+{
+    struct gw_broker_settings set = {.ack_timeout_ms = 5000,
+                                     .memory_limit = 8 * MiB,
+                                     .chunk_size = 64 * KiB,
+                                     .journal = true,
+                                     .durability = GW_DURABLE_BATCH,
+                                     .disk_limit = 1024 * MiB};
+    bool deferred = true;
+
+    CU_ASSERT_FATAL(gw_broker_new(&set, &b) == 0);
+    out.head = out.tail = NULL;
+    session(10, 1, 1);
+    CU_ASSERT(declare_rc("dflt", SCIMQ_PROTO_QUEUE_GUARANTEED,
+                         SCIMQ_PROTO_DURABILITY_DEFAULT) == 0);
+    CU_ASSERT(declare_rc("mem", SCIMQ_PROTO_QUEUE_GUARANTEED,
+                         SCIMQ_PROTO_DURABILITY_MEMORY) == 0);
+    CU_ASSERT(declare_rc("sync", SCIMQ_PROTO_QUEUE_GUARANTEED,
+                         SCIMQ_PROTO_DURABILITY_SYNC) == 0);
+    CU_ASSERT(queue("dflt")->durability == GW_DURABLE_BATCH);
+    CU_ASSERT(queue("mem")->durability == GW_DURABLE_MEMORY);
+    CU_ASSERT(queue("sync")->durability == GW_DURABLE_SYNC);
+    /* Declared again: the same durability is OK, another one is not. */
+    CU_ASSERT(declare_rc("sync", SCIMQ_PROTO_QUEUE_GUARANTEED,
+                         SCIMQ_PROTO_DURABILITY_SYNC) == 0);
+    CU_ASSERT(declare_rc("sync", SCIMQ_PROTO_QUEUE_GUARANTEED,
+                         SCIMQ_PROTO_DURABILITY_DEFAULT) == SCIMQ_EEXIST);
+    CU_ASSERT(declare_rc("dflt", SCIMQ_PROTO_QUEUE_GUARANTEED,
+                         SCIMQ_PROTO_DURABILITY_BATCH) == 0);
+    /* Best-effort queues are never journaled; unknown values refused. */
+    CU_ASSERT(declare_rc("be", SCIMQ_PROTO_QUEUE_BEST_EFFORT,
+                         SCIMQ_PROTO_DURABILITY_SYNC) == SCIMQ_EINVAL);
+    CU_ASSERT(declare_rc("be", SCIMQ_PROTO_QUEUE_BEST_EFFORT,
+                         SCIMQ_PROTO_DURABILITY_MEMORY) == 0);
+    CU_ASSERT(declare_rc("bad", 2, 0) == SCIMQ_EINVAL);
+    /* What a PUT asks of the journal, per queue. */
+    CU_ASSERT(put_append("mem", &deferred) == -1 && !deferred);
+    CU_ASSERT(put_append("dflt", &deferred) == 0 && deferred);
+    CU_ASSERT(put_append("sync", &deferred) == 1 && deferred);
+    teardown();
+
+    /* Without a journal: memory only. */
+    setup(8 * MiB, 64 * KiB, false);
+    CU_ASSERT(declare_rc("q", SCIMQ_PROTO_QUEUE_GUARANTEED,
+                         SCIMQ_PROTO_DURABILITY_SYNC) == SCIMQ_ENOTSUP);
+    CU_ASSERT(declare_rc("q", SCIMQ_PROTO_QUEUE_GUARANTEED,
+                         SCIMQ_PROTO_DURABILITY_MEMORY) == 0);
+    CU_ASSERT(queue("q")->durability == GW_DURABLE_MEMORY);
+    teardown();
+}
+
 static const struct scimq_cunit_test broker_tests[] = {
     {"lease, expiry and late ack", test_lease_expiry, 1},
     {"extend", test_extend, 1},
@@ -746,6 +838,7 @@ static const struct scimq_cunit_test broker_tests[] = {
     {"stream and session down", test_stream_down, 1},
     {"spill, spill errors and backoff", test_spill, 1},
     {"journal: eviction resumes producers", test_journal_eviction, 1},
+    {"durability per queue", test_queue_durability, 1},
     {"payload pool", test_pool, 1},
     {NULL, NULL, 0}};
 

@@ -2387,7 +2387,7 @@ test_encode_errors(void)
     f.args.welcome.auth_required = 2;
     expect_encode_error(&f, SCIMQ_EPROTO_ARGS);
     build_frame(SCIMQ_PROTO_OP_QUEUE_DECLARE, 0, &f, blocks);
-    f.args.declare.kind = 2;
+    f.args.declare.kind = 0x40; /* durability 4 (kind | durability << 4) */
     expect_encode_error(&f, SCIMQ_EPROTO_ARGS);
     build_frame(SCIMQ_PROTO_OP_HELLO, 0, &f, blocks);
     f.args.hello.stream_index = f.args.hello.stream_count;
