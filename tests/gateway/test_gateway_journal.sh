@@ -10,6 +10,9 @@
 #     is cut at the first bad record; everything before it is recovered.
 #  4. The disk limit bounds the journal: producers wait (TCP back-pressure)
 #     until consumers free segments; nothing is refused or lost.
+#  5. Durability per queue on one gateway: after SIGKILL the sync and batch
+#     queues keep every confirmed message, the memory queue keeps its
+#     declaration and none of its messages.
 . "$top_srcdir/tests/integration/lib.sh"
 journal="$workdir/journal"
 jstat() { gw_stat ".journal.$1"; }
@@ -105,5 +108,33 @@ bounded 120 "$bindir/scimq-recv" --queue full --verify --until-eos \
 wait "$send_pid" || fail "producer failed"
 expect_eq "disk limit: verified" 40 "$(json_get "$workdir/recv4.json" .verified)"
 expect_eq "disk limit: lost" 0 "$(json_get "$workdir/recv4.json" .lost)"
+stop_gateway
+rm -rf "$journal"
+
+# 5. Durability per queue.
+start_gateway --journal-dir "$journal" --durability sync
+"$bindir/scimqctl" queue create qsync --guaranteed > /dev/null || fail "create"
+"$bindir/scimqctl" queue create qbatch --durability batch > /dev/null ||
+    fail "create batch"
+"$bindir/scimqctl" queue create qmem --durability memory > /dev/null ||
+    fail "create memory"
+if "$bindir/scimqctl" queue create qbe --best-effort --durability sync \
+    > /dev/null 2>&1; then
+    fail "a best-effort queue was declared sync"
+fi
+ok "a best-effort queue cannot be declared sync"
+expect_eq "qbatch durability" batch "$(gw_stat '.queues[] | select(.name == "qbatch") | .durability')"
+expect_eq "qmem durability" memory "$(gw_stat '.queues[] | select(.name == "qmem") | .durability')"
+for q in qsync qbatch qmem; do
+    bounded 60 "$bindir/scimq-send" --queue "$q" --synthetic --size 16KiB \
+        --count 20 > /dev/null || fail "send $q"
+done
+crash
+start_gateway --journal-dir "$journal" --durability sync
+expect_eq "per queue: recovered" 40 "$(jstat recovered.messages)"
+expect_eq "qmem after the crash: ready" 0 "$(gw_stat '.queues[] | select(.name == "qmem") | .ready')"
+expect_eq "qmem after the crash: durability" memory "$(gw_stat '.queues[] | select(.name == "qmem") | .durability')"
+drain qsync 20 "sync queue"
+drain qbatch 20 "batch queue"
 stop_gateway
 echo "$checks checks passed"

@@ -1904,9 +1904,10 @@ static void
 test_args_enum(void)
 {
     /* Offsets in the args: see the field tables in doc/scimp.md 3. */
-    check_enum_byte(SCIMQ_PROTO_OP_NACK, 8 + 4, 1);      /* requeue */
-    check_enum_byte(SCIMQ_PROTO_OP_WELCOME, 1, 1);       /* auth_required */
-    check_enum_byte(SCIMQ_PROTO_OP_QUEUE_DECLARE, 0, 1); /* kind */
+    check_enum_byte(SCIMQ_PROTO_OP_NACK, 8 + 4, 1); /* requeue */
+    check_enum_byte(SCIMQ_PROTO_OP_WELCOME, 1, 1);  /* auth_required */
+    /* kind | durability << 4: the gateway checks the combination. */
+    check_enum_byte(SCIMQ_PROTO_OP_QUEUE_DECLARE, 0, 0x31);
 }
 
 static void
