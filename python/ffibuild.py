@@ -124,6 +124,7 @@ int pyscimq_put_async(scimq_client_t *c, struct pyscimq_tracker *t,
                       uint32_t block_count, uint64_t token);
 size_t pyscimq_collect(struct pyscimq_tracker *t, uint64_t *tokens,
                        size_t max);
+int pyscimq_wait(struct pyscimq_tracker *t, int timeout_ms);
 """
 
 # The C side of asynchronous PUTs: confirmations handed from the I/O thread
@@ -131,6 +132,7 @@ size_t pyscimq_collect(struct pyscimq_tracker *t, uint64_t *tokens,
 SOURCE = r"""
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <scimq/client.h>
 #include <scimq/error.h>
@@ -147,6 +149,7 @@ struct pyscimq_done {
 /* Per client: confirmed PUTs that Python has not collected yet. */
 struct pyscimq_tracker {
     pthread_mutex_t lock;
+    pthread_cond_t cond; /* signalled when done becomes non-empty */
     struct pyscimq_done *done;
 };
 
@@ -154,9 +157,15 @@ static struct pyscimq_tracker *
 pyscimq_tracker_new(void)
 {
     struct pyscimq_tracker *t = calloc(1, sizeof(*t));
+    pthread_condattr_t attr;
 
-    if (t != NULL)
-        pthread_mutex_init(&t->lock, NULL);
+    if (t == NULL)
+        return NULL;
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&t->cond, &attr);
+    pthread_condattr_destroy(&attr);
     return t;
 }
 
@@ -172,6 +181,7 @@ pyscimq_tracker_free(struct pyscimq_tracker *t)
         next = d->next;
         free(d);
     }
+    pthread_cond_destroy(&t->cond);
     pthread_mutex_destroy(&t->lock);
     free(t);
 }
@@ -186,6 +196,7 @@ pyscimq_confirmed(void *arg)
     pthread_mutex_lock(&t->lock);
     d->next = t->done;
     t->done = d;
+    pthread_cond_broadcast(&t->cond);
     pthread_mutex_unlock(&t->lock);
 }
 
@@ -223,6 +234,29 @@ pyscimq_collect(struct pyscimq_tracker *t, uint64_t *tokens, size_t max)
     }
     pthread_mutex_unlock(&t->lock);
     return n;
+}
+
+/* Waits up to timeout_ms for a confirmation to collect; 1 if there is one. */
+static int
+pyscimq_wait(struct pyscimq_tracker *t, int timeout_ms)
+{
+    struct timespec ts;
+    int ready;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long) (timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&t->lock);
+    while (t->done == NULL &&
+           pthread_cond_timedwait(&t->cond, &t->lock, &ts) == 0)
+        ;
+    ready = t->done != NULL;
+    pthread_mutex_unlock(&t->lock);
+    return ready;
 }
 """
 

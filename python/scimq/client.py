@@ -95,11 +95,12 @@ class Client:
             return
         c, self._c = self._c, None
         rc = lib.scimq_client_close(c)
-        # Nothing is confirmed after close: every borrowed buffer is free.
+        # Every PUT is released by now: run what is left of the callbacks.
+        self._collect()
         with self._lock:
             self._borrowed.clear()
-        lib.pyscimq_tracker_free(self._tracker)
-        self._tracker = None
+            tracker, self._tracker = self._tracker, None
+        lib.pyscimq_tracker_free(tracker)
         check(rc, "close")
 
     def __enter__(self):
@@ -124,16 +125,26 @@ class Client:
     # -- producing ---------------------------------------------------------
 
     def _collect(self):
-        """Drops what confirmed PUTs borrowed.  Called with the lock."""
+        """Drops what released PUTs borrowed and runs their on_release
+        callbacks (after the lock, so that they may put again); returns
+        how many were released."""
         buf = self._collect_buf
-        while True:
-            n = lib.pyscimq_collect(self._tracker, buf, len(buf))
-            for i in range(n):
-                del self._borrowed[buf[i]]
-            if n < len(buf):
-                return
+        released = []
+        with self._lock:
+            if self._tracker is None:
+                return 0
+            while True:
+                n = lib.pyscimq_collect(self._tracker, buf, len(buf))
+                for i in range(n):
+                    released.append(self._borrowed.pop(buf[i])[1])
+                if n < len(buf):
+                    break
+        for fn in released:
+            if fn is not None:
+                fn()
+        return len(released)
 
-    def put(self, queue, data, *, name="data", wait=False):
+    def put(self, queue, data, *, name="data", wait=False, on_release=None):
         """Publishes one message to queue (and the queues bound to it).
 
         data is one buffer (bytes, bytearray, memoryview, numpy array, any
@@ -146,9 +157,14 @@ class Client:
         stream (it blocks only while confirm_window messages are
         unconfirmed) and the client keeps a reference to the buffers until
         the gateway confirms the message: do not modify them before that
-        (flush() waits for every confirmation).  With wait=True it returns
-        once the gateway confirmed the message.  A confirmed failure of an
-        asynchronous PUT is raised by the next flush() or close().
+        (flush() waits for every confirmation).  on_release, if given, is
+        called without arguments once the library is done with the
+        buffers (the message confirmed, or failed), from the thread that
+        next calls put(), flush(), wait_released() or pending: a ring of
+        frame buffers can be refilled from there (see wait_released()).
+        With wait=True it returns once the gateway confirmed the message.
+        A confirmed failure of an asynchronous PUT is raised by the next
+        flush() or close().
         """
         if isinstance(data, (list, tuple)):
             pairs = data
@@ -171,10 +187,10 @@ class Client:
             check(lib.scimq_client_put(c, qname, blocks, n, ffi.NULL,
                                        ffi.NULL), "put %s" % queue)
             return
+        self._collect()
         token = next(self._tokens)
         with self._lock:
-            self._collect()
-            self._borrowed[token] = keep
+            self._borrowed[token] = (keep, on_release)
         rc = lib.pyscimq_put_async(c, self._tracker, qname, blocks, n, token)
         if rc != 0:
             with self._lock:
@@ -183,18 +199,32 @@ class Client:
 
     @property
     def pending(self):
-        """Asynchronous PUTs not confirmed yet (their buffers are held)."""
+        """Asynchronous PUTs not released yet (their buffers are held)."""
+        self._collect()
         with self._lock:
-            if self._tracker is not None:
-                self._collect()
             return len(self._borrowed)
+
+    def wait_released(self, timeout=None):
+        """Waits until at least one asynchronous PUT is released (or
+        timeout seconds; None: for ever, interruptible), runs the
+        on_release callbacks of all that were, and returns how many."""
+        self._handle()
+        left = None if timeout is None else _ms(timeout, 0)
+        while True:
+            n = self._collect()
+            if n > 0 or left == 0:
+                return n
+            step = _WAIT_SLICE_MS if left is None else min(left,
+                                                           _WAIT_SLICE_MS)
+            if left is not None:
+                left -= step
+            lib.pyscimq_wait(self._tracker, step)
 
     def flush(self, timeout=None):
         """Waits until every PUT is confirmed; raises scimq.Timeout, or the
         first error the gateway reported for an asynchronous PUT."""
         rc = lib.scimq_client_flush(self._handle(), _ms(timeout, -1))
-        with self._lock:
-            self._collect()
+        self._collect()
         check(rc, "flush")
 
     # -- consuming ---------------------------------------------------------

@@ -194,3 +194,27 @@ def test_synthetic_format_detects_damage():
     arr = numpy.empty(100, dtype=numpy.uint64)
     scimq.synthetic.fill(arr, 5)
     assert scimq.synthetic.verify(arr) == 5
+
+
+def test_ring_of_frames_reused_on_release(gateway, client):
+    """The camera loop: a few frame buffers, each refilled once the
+    gateway confirmed the message sent from it."""
+    client.declare("ring")
+    ring = [numpy.empty(1 << 18, dtype=numpy.uint8) for _ in range(3)]
+    free = list(ring)
+    count = 40
+    for seq in range(count):
+        while not free:
+            assert client.wait_released(timeout=30) > 0
+        frame = free.pop()
+        scimq.synthetic.fill(frame, seq)
+        client.put("ring", frame, on_release=lambda f=frame: free.append(f))
+        assert len(free) + client.pending == len(ring)
+    client.flush(timeout=30)
+    assert client.pending == 0 and len(free) == len(ring)
+    assert client.wait_released(timeout=0) == 0
+    client.close_queue("ring")
+    got = gateway.run("scimq-recv", "--queue", "ring", "--verify",
+                      "--until-eos", "--expect", str(count))
+    assert got["verified"] == count and got["lost"] == 0
+    assert got["duplicates"] == 0 and got["corrupt"] == 0
