@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 #include <time.h>
 
 #include <jansson.h>
@@ -295,6 +296,22 @@ resolve(struct scimq_client *c, const char *host, uint16_t port)
     char serv[8];
     int rc;
 
+    if (port == 0) {
+        /* "unix:PATH": one address, a Unix-domain socket. */
+        struct sockaddr_un *sun;
+
+        if (strlen(host) >= sizeof(sun->sun_path))
+            return SCIMQ_EINVAL;
+        c->addrs = calloc(1, sizeof(*c->addrs));
+        if (c->addrs == NULL)
+            return SCIMQ_ENOMEM;
+        sun = (struct sockaddr_un *) &c->addrs[0];
+        sun->sun_family = AF_UNIX;
+        memcpy(sun->sun_path, host, strlen(host) + 1);
+        c->naddrs = 1;
+        return 0;
+    }
+
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -494,9 +511,15 @@ scimq_client_open(const char *url, const scimq_client_options_t *opts,
     rc = options_check(opts);
     if (rc < 0)
         return rc;
-    if (scimq__hostport_parse(url, host, sizeof(host), &port) != 0 ||
-        host[0] == '\0' || port == 0) {
-        SCIMQ_LOG_ERROR(CLIENT, "bad gateway URL '%s' (scimq://HOST:PORT)",
+    if (strncmp(url, "unix:", 5) == 0 && url[5] != '\0' &&
+        strlen(url + 5) < sizeof(host)) {
+        /* A local socket path; port 0 says so to resolve(). */
+        memcpy(host, url + 5, strlen(url + 5) + 1);
+    } else if (scimq__hostport_parse(url, host, sizeof(host), &port) != 0 ||
+               host[0] == '\0' || port == 0) {
+        SCIMQ_LOG_ERROR(CLIENT,
+                        "bad gateway URL '%s' (scimq://HOST:PORT or "
+                        "unix:PATH)",
                         url);
         return SCIMQ_EINVAL;
     }

@@ -123,7 +123,12 @@ struct stream {
     struct scimq_client *c;
     uint16_t index;
     enum stream_state state;
-    uv_tcp_t tcp;
+    /* TCP, or a Unix-domain socket (a "unix:PATH" URL: the gateway's admin
+     * socket); addressed as tcp wherever the kind does not matter. */
+    union {
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+    };
     uv_connect_t creq;
     uv_timer_t timer; /* connect+handshake timeout, then reconnect backoff */
     int last_err;

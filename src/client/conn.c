@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include <scimq/error.h>
 
@@ -592,7 +594,21 @@ connect_addr(struct stream *s)
     uv_os_fd_t fd;
     int rc;
 
-    rc = uv_tcp_init_ex(&c->loop, &s->tcp, sa->sa_family);
+    if (sa->sa_family == AF_UNIX) {
+        /* The admin socket: no TCP tuning; errors come to on_connect. */
+        rc = uv_pipe_init(&c->loop, &s->pipe, 0);
+        if (rc == 0) {
+            s->pipe.data = s;
+            s->state = SS_CONNECTING;
+            s->creq.data = s;
+            uv_pipe_connect(&s->creq, &s->pipe,
+                            ((const struct sockaddr_un *) sa)->sun_path,
+                            on_connect);
+            return;
+        }
+    } else {
+        rc = uv_tcp_init_ex(&c->loop, &s->tcp, sa->sa_family);
+    }
     if (rc < 0) {
         /* No handle to close: report the drop and the close at once. */
         s->state = SS_CLOSING;

@@ -8,7 +8,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <scimq/error.h>
 
@@ -129,4 +131,24 @@ scimq__sock_info(int fd, struct scimq_sock_info *info)
         info->cwnd = ti.tcpi_snd_cwnd;
     }
     return 0;
+}
+
+int
+scimq__admin_socket_dir(char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "/tmp/scimq-%u", (unsigned int) geteuid());
+
+    return n < 0 || (size_t) n >= len ? SCIMQ_EINVAL : 0;
+}
+
+int
+scimq__admin_socket_default(uint16_t port, char *buf, size_t len)
+{
+    char dir[64];
+    int n;
+
+    if (scimq__admin_socket_dir(dir, sizeof(dir)) != 0)
+        return SCIMQ_EINVAL;
+    n = snprintf(buf, len, "%s/gateway-%u.sock", dir, port);
+    return n < 0 || (size_t) n >= len ? SCIMQ_EINVAL : 0;
 }

@@ -16,6 +16,20 @@
 int scimq__hostport_parse(const char *text, char *host, size_t hostlen,
                           uint16_t *port_p);
 
+/* Longest Unix-domain socket path (sun_path, with its terminating NUL). */
+#define SCIMQ_UNIX_PATH_MAX 108
+
+/*
+ * The default administration socket of a gateway listening on port, for
+ * the calling user: /tmp/scimq-UID/gateway-PORT.sock (the directory is
+ * the user's, mode 700).  The gateway creates it there and scimqctl looks
+ * there, so both agree without configuration.  Returns 0 or SCIMQ_EINVAL.
+ */
+int scimq__admin_socket_default(uint16_t port, char *buf, size_t len);
+
+/* The directory of that default (/tmp/scimq-UID).  0 or SCIMQ_EINVAL. */
+int scimq__admin_socket_dir(char *buf, size_t len);
+
 /*
  * Applies the socket tunables to a connected or listening TCP socket:
  * SO_SNDBUF / SO_RCVBUF (0 leaves kernel autotuning on), TCP_CONGESTION

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <scimq/error.h>
 
@@ -205,18 +206,32 @@ peer_describe(struct gw_conn *c)
 
         inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
         port = ntohs(in->sin_port);
-        c->info.loopback = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
     } else if (ss.ss_family == AF_INET6) {
         struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) &ss;
 
         inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
         port = ntohs(in6->sin6_port);
-        c->info.loopback = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) ||
-                           (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) &&
-                            in6->sin6_addr.s6_addr[12] == 127);
     }
     snprintf(c->info.peer, sizeof(c->info.peer), "%s:%u", host, port);
     memcpy(c->info.addr, host, sizeof(c->info.addr));
+}
+
+/* An admin socket peer: who it is, as the kernel says (for logs, STATS). */
+static void
+peer_describe_unix(struct gw_conn *c)
+{
+    struct ucred cred = {0, 0, 0};
+    socklen_t len = sizeof(cred);
+    uv_os_fd_t fd;
+
+    c->info.admin = true;
+    snprintf(c->info.addr, sizeof(c->info.addr), "unix");
+    if (uv_fileno((uv_handle_t *) &c->pipe, &fd) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+        snprintf(c->info.peer, sizeof(c->info.peer), "unix:uid=%u,pid=%d",
+                 (unsigned int) cred.uid, (int) cred.pid);
+    else
+        snprintf(c->info.peer, sizeof(c->info.peer), "unix");
 }
 
 static void
@@ -227,12 +242,17 @@ on_refused_close(uv_handle_t *h)
 
 /* Accepts and drops, or the listener keeps waking up for the peer. */
 static void
-accept_and_drop(struct gw_conn_host *host)
+accept_and_drop(struct gw_conn_host *host, uv_stream_t *server, bool admin)
 {
-    uv_tcp_t *tmp = malloc(sizeof(*tmp));
+    union {
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+    } *tmp = malloc(sizeof(*tmp));
 
-    if (tmp != NULL && uv_tcp_init(host->loop, tmp) == 0 &&
-        uv_accept((uv_stream_t *) host->listener, (uv_stream_t *) tmp) == 0)
+    if (tmp != NULL &&
+        (admin ? uv_pipe_init(host->loop, &tmp->pipe, 0)
+               : uv_tcp_init(host->loop, &tmp->tcp)) == 0 &&
+        uv_accept(server, (uv_stream_t *) tmp) == 0)
         uv_close((uv_handle_t *) tmp, on_refused_close);
     else
         free(tmp);
@@ -278,7 +298,7 @@ conn_refuse(struct gw_conn *c, int code, const char *text)
 }
 
 void
-gw_conn_accept(struct gw_conn_host *host)
+gw_conn_accept(struct gw_conn_host *host, uv_stream_t *server, bool admin)
 {
     struct gateway *gw = host->gw;
     struct gw_conn *c = calloc(1, sizeof(*c));
@@ -294,17 +314,19 @@ gw_conn_accept(struct gw_conn_host *host)
             free(c->stage);
             free(c);
         }
-        accept_and_drop(host);
+        accept_and_drop(host, server, admin);
         return;
     }
-    uv_tcp_init(host->loop, &c->tcp);
+    if (admin)
+        uv_pipe_init(host->loop, &c->pipe, 0);
+    else
+        uv_tcp_init(host->loop, &c->tcp);
     c->tcp.data = c;
     c->host = host;
     c->gw = gw;
     c->id = atomic_fetch_add(&gw->next_conn_id, 1) + 1;
     atomic_fetch_add(&gw->n_connections, 1);
-    if (uv_accept((uv_stream_t *) host->listener, (uv_stream_t *) &c->tcp) !=
-        0) {
+    if (uv_accept(server, (uv_stream_t *) &c->tcp) != 0) {
         c->closing = true;
         uv_close((uv_handle_t *) &c->tcp, on_accept_failed);
         return;
@@ -312,8 +334,11 @@ gw_conn_accept(struct gw_conn_host *host)
     c->info.id = c->id;
     c->info.worker = host->index;
     c->info.stream = -1;
-    peer_describe(c);
-    if (uv_fileno((uv_handle_t *) &c->tcp, &fd) == 0) {
+    if (admin)
+        peer_describe_unix(c);
+    else
+        peer_describe(c);
+    if (!admin && uv_fileno((uv_handle_t *) &c->tcp, &fd) == 0) {
         scimq__sock_tune_default(fd);
         scimq__sock_info(fd, &si);
         c->info.sndbuf = si.sndbuf;

@@ -15,7 +15,8 @@
 #include "action.h"
 #include "connection.h"
 
-void gw_conn_accept(struct gw_conn_host *host);
+/* Accepts one connection from server: TCP, or the admin socket (admin). */
+void gw_conn_accept(struct gw_conn_host *host, uv_stream_t *server, bool admin);
 /* Carries out a broker action addressed to a connection of this host. */
 void gw_conn_action(struct gw_conn_host *host, struct gw_action *a);
 /* Queued output went back under the cap: reading resumes. */

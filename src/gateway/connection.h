@@ -23,7 +23,6 @@ struct gw_payload;
 struct gw_conn_host {
     int index; /* the worker's */
     uv_loop_t *loop;
-    uv_tcp_t *listener;
     struct gateway *gw;
     struct gw_conn *conns; /* by id (uthash) */
     /* Queued output went back under the cap (conn.c resumes reading):
@@ -41,7 +40,12 @@ struct gw_conn {
     uint64_t id;
     struct gw_conn_host *host;
     struct gateway *gw;
-    uv_tcp_t tcp;
+    /* TCP, or the admin socket (info.admin); both are streams, and the
+     * handle is addressed as tcp everywhere the kind does not matter. */
+    union {
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+    };
     struct gw_conn_info info;
     scimq_proto_decoder_t *dec;
     enum gw_conn_phase phase;

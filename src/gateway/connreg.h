@@ -24,7 +24,7 @@ struct gw_conn_info {
     int worker;
     char peer[64];
     char addr[INET6_ADDRSTRLEN]; /* the peer's address, without port */
-    bool loopback;
+    bool admin;      /* came through the admin socket: may administer */
     bool counted;    /* admitted: counted against its address */
     bool unauth;     /* counted as not yet authenticated */
     bool in_session; /* after HELLO: session_id and stream are valid */

@@ -49,9 +49,10 @@ struct gw_options {
     uint32_t hello_timeout_ms;
     uint32_t idle_timeout_ms;
     uint32_t drain_timeout_ms;
-    bool remote_admin;
-    int max_connections; /* effective: within the descriptor limit */
-    uint64_t nofile;     /* RLIMIT_NOFILE (soft) once raised */
+    const char *admin_socket; /* setting: "" default path, "off" none */
+    const char *admin_group;  /* may use it too; "" owner only */
+    int max_connections;      /* effective: within the descriptor limit */
+    uint64_t nofile;          /* RLIMIT_NOFILE (soft) once raised */
     struct gw_peer_limits peer_limits;
     uint64_t max_output;        /* queued reply bytes per connection */
     uint32_t output_timeout_ms; /* longest time over max_output */
@@ -67,6 +68,7 @@ struct gateway {
     struct gw_worker *workers;
     int n_workers;
     uint64_t start_ms;
+    char admin_path[108]; /* the bound admin socket; "" when none */
     atomic_int n_connections;
     atomic_bool draining, stopping;
     atomic_uint_fast64_t next_conn_id;

@@ -54,7 +54,8 @@ static const struct option options[] = {
     {"ack-timeout-ms", required_argument, NULL, 'a'},
     {"log-file", required_argument, NULL, 'L'},
     {"log-level", required_argument, NULL, 'v'},
-    {"remote-admin", no_argument, NULL, 'R'},
+    {"admin-socket", required_argument, NULL, 'A'},
+    {"admin-group", required_argument, NULL, 'G'},
     {"insecure", no_argument, NULL, 'I'},
     {"init-token", required_argument, NULL, 'T'},
     {"http", required_argument, NULL, 'H'},
@@ -92,7 +93,10 @@ usage(FILE *out)
             "  --ack-timeout-ms MS    default lease before redelivery\n"
             "  --log-file FILE        log there (SIGHUP reopens it)\n"
             "  --log-level SPEC       e.g. info or warn,gateway=debug\n"
-            "  --remote-admin         allow delete/bind/move from any host\n"
+            "  --admin-socket PATH    Unix socket for delete, bind, unbind,\n"
+            "                         move (/tmp/scimq-UID/gateway-PORT.sock\n"
+            "                         mode 600; off: none)\n"
+            "  --admin-group GROUP    that group may administer too (660)\n"
             "  --http HOST:PORT       read-only /metrics and live page (a "
             "port\n"
             "                         alone: loopback; default: off)\n"
@@ -129,6 +133,10 @@ flag_param(int c)
         return "gateway_workers";
     case 'a':
         return "gateway_ack_timeout_ms";
+    case 'A':
+        return "gateway_admin_socket";
+    case 'G':
+        return "gateway_admin_group";
     case 'H':
         return "gateway_http";
     case 'L':
@@ -209,9 +217,6 @@ parse_args(int argc, char **argv)
         }
         switch (c) {
         case 'c':
-            break;
-        case 'R':
-            (void) scimq__param_set("gateway_remote_admin", "true");
             break;
         case 'I':
             (void) scimq__param_set("gateway_insecure", "true");
@@ -417,7 +422,8 @@ options_load(struct gw_options *o)
         (uint32_t) scimq__param_int(SCIMQ_PARAM_GATEWAY_IDLE_TIMEOUT_MS);
     o->drain_timeout_ms =
         (uint32_t) scimq__param_int(SCIMQ_PARAM_GATEWAY_DRAIN_TIMEOUT_MS);
-    o->remote_admin = scimq__param_bool(SCIMQ_PARAM_GATEWAY_REMOTE_ADMIN);
+    o->admin_socket = scimq__param_str(SCIMQ_PARAM_GATEWAY_ADMIN_SOCKET);
+    o->admin_group = scimq__param_str(SCIMQ_PARAM_GATEWAY_ADMIN_GROUP);
     o->max_connections =
         (int) scimq__param_int(SCIMQ_PARAM_GATEWAY_MAX_CONNECTIONS);
     o->peer_limits.per_peer =
@@ -702,6 +708,7 @@ main(int argc, char **argv)
 {
     struct gateway gw;
     struct main_ctx m = {.gw = &gw};
+    char err[512] = "";
     struct gw_http http = {.daemon = NULL}; /* --http */
     uint16_t port = 0;
     int rc;
@@ -734,10 +741,13 @@ main(int argc, char **argv)
     uv_signal_start(&m.sigint, on_signal, SIGINT);
     uv_signal_start(&m.sighup, on_signal, SIGHUP);
 
-    rc = gw_workers_start(&gw, &port);
+    rc = gw_workers_start(&gw, &port, err, sizeof(err));
     if (rc != 0) {
-        fprintf(stderr, "scimq-gateway: cannot listen on %s:%u: %s\n",
-                gw.opt.listen_host, gw.opt.listen_port, scimq_strerror(rc));
+        if (err[0] != '\0')
+            fprintf(stderr, "scimq-gateway: admin socket: %s\n", err);
+        else
+            fprintf(stderr, "scimq-gateway: cannot listen on %s:%u: %s\n",
+                    gw.opt.listen_host, gw.opt.listen_port, scimq_strerror(rc));
         core_stop(&gw);
         core_free(&gw);
         return 1;
@@ -749,16 +759,17 @@ main(int argc, char **argv)
         m.exit_code = 1;
         main_stop(&m);
     }
-    fprintf(
-        stderr,
-        "scimq-gateway %s listening on %s:%u (%d workers, memory limit "
-        "%" PRIu64 " B, spill %s, journal %s, auth %s, %" PRIu64
-        " file descriptors, at most %d connections)\n",
-        scimq_version_string(),
-        gw.opt.listen_host[0] ? gw.opt.listen_host : "*", port, gw.n_workers,
-        gw.opt.memory_limit, gw.hub.spill ? gw.opt.spill_dir : "off",
-        gw.hub.journal ? gw.opt.journal_dir : "off",
-        gw.opt.token ? "token" : "none", gw.opt.nofile, gw.opt.max_connections);
+    fprintf(stderr,
+            "scimq-gateway %s listening on %s:%u (%d workers, memory limit "
+            "%" PRIu64 " B, spill %s, journal %s, auth %s, %" PRIu64
+            " file descriptors, at most %d connections, admin socket %s)\n",
+            scimq_version_string(),
+            gw.opt.listen_host[0] ? gw.opt.listen_host : "*", port,
+            gw.n_workers, gw.opt.memory_limit,
+            gw.hub.spill ? gw.opt.spill_dir : "off",
+            gw.hub.journal ? gw.opt.journal_dir : "off",
+            gw.opt.token ? "token" : "none", gw.opt.nofile,
+            gw.opt.max_connections, gw.admin_path[0] ? gw.admin_path : "off");
     if (gw.opt.token == NULL && !listen_is_loopback(gw.opt.listen_host))
         SCIMQ_LOG_WARN(GATEWAY,
                        "listening on %s without a token (--insecure): anyone "
@@ -786,6 +797,8 @@ main(int argc, char **argv)
     gw_connreg_destroy(&gw.conns);
     if (gw.opt.port_file[0] != '\0')
         unlink(gw.opt.port_file);
+    if (gw.admin_path[0] != '\0')
+        unlink(gw.admin_path);
     uv_close((uv_handle_t *) &m.sigterm, NULL);
     uv_close((uv_handle_t *) &m.sigint, NULL);
     uv_close((uv_handle_t *) &m.sighup, NULL);

@@ -31,12 +31,6 @@ struct pending_hello {
     char client_name[64];
 };
 
-static bool
-admin_allowed(const struct gw_conn *c)
-{
-    return c->info.loopback || c->gw->opt.remote_admin;
-}
-
 /* The session version both sides speak, or 0. */
 static uint8_t
 version_pick(const scimq_proto_frame_t *f)
@@ -101,7 +95,9 @@ handle_hello(struct gw_conn *c, const scimq_proto_frame_t *f)
 {
     static const uint8_t zero[SCIMQ_PROTO_SESSION_ID_LEN];
     struct gateway *gw = c->gw;
-    bool auth = gw->opt.token != NULL;
+    /* On the admin socket the kernel has checked who connects (its file
+     * permissions): that is the proof, and the data token is not asked. */
+    bool auth = gw->opt.token != NULL && !c->info.admin;
     scimq_proto_frame_t w = {.opcode = SCIMQ_PROTO_OP_WELCOME,
                              .request_id = f->request_id};
 
@@ -242,7 +238,12 @@ handle_stats(struct gw_conn *c, const scimq_proto_frame_t *f)
                       gw_report_stats(c->gw, &f->args.queue.queue));
 }
 
-/* Administration: loopback peers only, unless allowed. */
+/*
+ * Administration (it destroys or redirects other people's data): only on
+ * the admin socket, whose file permissions say who may connect.  The data
+ * port's peers, token or not, are refused; their address proves nothing
+ * (every user of a login node is a loopback peer).
+ */
 static void
 handle_admin(struct gw_conn *c, const scimq_proto_frame_t *f)
 {
@@ -251,9 +252,10 @@ handle_admin(struct gw_conn *c, const scimq_proto_frame_t *f)
     uint64_t value = 0;
     int rc;
 
-    if (!admin_allowed(c)) {
+    if (!c->info.admin) {
         gw_conn_send_error(c, f->request_id, SCIMQ_EPERM,
-                           "administration is allowed from loopback only");
+                           "administration only through the admin socket "
+                           "(scimqctl as the gateway's user, on its host)");
         return;
     }
     switch (f->opcode) {

@@ -11,10 +11,12 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <scimq/error.h>
@@ -22,6 +24,7 @@
 #include "common/error_internal.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "adminsock.h"
 #include "common/topo.h"
 #include "worker.h"
 
@@ -185,7 +188,83 @@ on_connection(uv_stream_t *server, int status)
                          uv_strerror(status));
         return;
     }
-    gw_conn_accept(&w->host);
+    gw_conn_accept(&w->host, server, false);
+}
+
+/* The admin socket: only its owner (or group) can connect at all. */
+static void
+on_admin_connection(uv_stream_t *server, int status)
+{
+    struct gw_worker *w = server->data;
+
+    if (status < 0) {
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 5000, "admin socket: %s",
+                         uv_strerror(status));
+        return;
+    }
+    gw_conn_accept(&w->host, server, true);
+}
+
+/*
+ * Worker 0 listens on the admin socket (gateway_admin_socket), made safe to
+ * bind and given its permissions (adminsock.h).  Runs before the worker
+ * threads.  0, or a SCIMQ_E* code with err set.
+ */
+static int
+admin_listen(struct gateway *gw, uint16_t port, char *err, size_t errlen)
+{
+    struct gw_worker *w = &gw->workers[0];
+    bool is_default;
+    mode_t old;
+    int rc;
+
+    rc = gw_adminsock_path(gw->opt.admin_socket, port, gw->admin_path,
+                           sizeof(gw->admin_path), &is_default);
+    if (rc != 0) {
+        snprintf(err, errlen, "'%s': longer than a socket path may be",
+                 gw->opt.admin_socket);
+        gw->admin_path[0] = '\0';
+        return rc;
+    }
+    if (gw->admin_path[0] == '\0')
+        return 0;
+    rc = gw_adminsock_prepare(gw->admin_path, is_default, err, errlen);
+    if (rc != 0) {
+        gw->admin_path[0] = '\0';
+        return rc;
+    }
+    uv_pipe_init(&w->loop, &w->admin, 0);
+    w->admin.data = w;
+    /* Born owner-only (no thread creates files yet): nobody else can
+     * connect before its mode is set, whatever the umask. */
+    old = umask(0177);
+    rc = uv_pipe_bind(&w->admin, gw->admin_path);
+    umask(old);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot bind %s: %s", gw->admin_path,
+                 uv_strerror(rc));
+        uv_close((uv_handle_t *) &w->admin, NULL);
+        gw->admin_path[0] = '\0';
+        return scimq__err_from_errno(-rc);
+    }
+    rc = gw_adminsock_secure(gw->admin_path, gw->opt.admin_group, err, errlen);
+    if (rc == 0) {
+        int lrc = uv_listen((uv_stream_t *) &w->admin, 64, on_admin_connection);
+
+        if (lrc != 0) {
+            snprintf(err, errlen, "cannot listen on %s: %s", gw->admin_path,
+                     uv_strerror(lrc));
+            rc = scimq__err_from_errno(-lrc);
+        }
+    }
+    if (rc != 0) {
+        uv_close((uv_handle_t *) &w->admin, NULL);
+        unlink(gw->admin_path);
+        gw->admin_path[0] = '\0';
+        return rc;
+    }
+    w->admin_listening = true;
+    return 0;
 }
 
 static void
@@ -264,7 +343,6 @@ worker_init(struct gateway *gw, struct gw_worker *w, int index,
         return rc;
     w->host.index = index;
     w->host.loop = &w->loop;
-    w->host.listener = &w->listener;
     w->host.gw = gw;
     w->host.conns = NULL;
     w->host.output_drained = gw_conn_output_drained;
@@ -310,7 +388,7 @@ workers_unwind(struct gateway *gw, int n)
 }
 
 int
-gw_workers_start(struct gateway *gw, uint16_t *port_p)
+gw_workers_start(struct gateway *gw, uint16_t *port_p, char *err, size_t errlen)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
@@ -363,6 +441,13 @@ gw_workers_start(struct gateway *gw, uint16_t *port_p)
                                 : ((struct sockaddr_in6 *) &got)->sin6_port);
             set_port(&ss, *port_p);
         }
+    }
+    err[0] = '\0';
+    rc = admin_listen(gw, *port_p, err, errlen);
+    if (rc != 0) {
+        workers_unwind(gw, gw->n_workers);
+        free(boxes);
+        return rc;
     }
     gw_hub_attach(&gw->hub, boxes, gw->n_workers);
     for (int i = 0; i < gw->n_workers; i++) {

@@ -23,6 +23,9 @@ struct gw_worker {
     uv_loop_t loop;
     uv_tcp_t listener;
     bool listening;
+    /* Worker 0 only: the administration socket (adminsock.h). */
+    uv_pipe_t admin;
+    bool admin_listening;
     /* Out of descriptors (worker.c): a descriptor kept for pausing, and
      * the listening socket while paused (-1 when not). */
     int reserve, paused_fd;
@@ -36,10 +39,13 @@ struct gw_worker {
 
 /*
  * Binds every worker's listener to host:port (SO_REUSEPORT; port 0 picks a
- * free port, shared by all workers), attaches the mailboxes to the hub and
- * starts the threads.  *port_p returns the port.  0 or a SCIMQ_E* code.
+ * free port, shared by all workers) and worker 0's administration socket
+ * (gw->admin_path, from gateway_admin_socket and the port), attaches the
+ * mailboxes to the hub and starts the threads.  *port_p returns the port.
+ * 0 or a SCIMQ_E* code; err says why the admin socket failed.
  */
-int gw_workers_start(struct gateway *gw, uint16_t *port_p);
+int gw_workers_start(struct gateway *gw, uint16_t *port_p, char *err,
+                     size_t errlen);
 
 /* Every worker says BYE, closes its connections and leaves its loop;
  * joined.  Actions for them from now on are dropped (closed mailboxes). */

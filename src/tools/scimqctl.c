@@ -13,8 +13,12 @@
  *   scimqctl ping
  *
  * The token comes from --token-file or $SCIMQ_TOKEN_FILE, never from the
- * command line.  Every command ends with one JSON line (stats and list
- * print the gateway's JSON document).
+ * command line.  Administration (queue delete, bind, unbind, move) goes
+ * through the gateway's admin socket, whose file permissions decide who
+ * may use it: --admin-socket, $SCIMQ_ADMIN_SOCKET, else the default path
+ * for the URL's port (where the gateway creates it for its own user).  Every
+ * command ends with one JSON line (stats and list print the gateway's JSON
+ * document).
  */
 #include "config.h"
 
@@ -23,7 +27,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "common/net.h"
+#include "common/param.h"
 #include "toolutil.h"
 
 #define CTL_NAME "scimqctl"
@@ -44,7 +52,12 @@ usage(FILE *out)
             "  queue list [PREFIX]\n"
             "  queue move SRC DST [--max N]\n"
             "  stats [--queue Q]\n"
-            "  ping\n" TOOL_COMMON_USAGE);
+            "  ping\n"
+            "delete, bind, unbind and move go through the gateway's admin "
+            "socket:\n"
+            "  --admin-socket PATH      ($SCIMQ_ADMIN_SOCKET, else\n"
+            "                           /tmp/scimq-UID/gateway-PORT.sock "
+            "of the URL's port)\n" TOOL_COMMON_USAGE);
 }
 
 /* Checks the command words before anything is sent. */
@@ -66,6 +79,48 @@ args_ok(const char *const *args, int nargs)
         if (strcmp(args[1], queue_cmds[i].word) == 0)
             return nargs >= queue_cmds[i].min && nargs <= queue_cmds[i].max;
     return false;
+}
+
+/* Administration: only through the admin socket. */
+static bool
+is_admin(const char *const *args)
+{
+    return strcmp(args[0], "queue") == 0 &&
+           (strcmp(args[1], "delete") == 0 || strcmp(args[1], "bind") == 0 ||
+            strcmp(args[1], "unbind") == 0 || strcmp(args[1], "move") == 0);
+}
+
+/*
+ * The URL of the admin socket ("unix:PATH") in buf: the one given, else
+ * the default the gateway of url's port made for this user.  0, or 1 with
+ * a message.
+ */
+static int
+admin_url(const char *given, const char *url, char *buf, size_t len)
+{
+    char host[SCIMQ_HOST_MAX], path[SCIMQ_UNIX_PATH_MAX];
+    struct stat st;
+    uint16_t port = 0;
+
+    if (given == NULL || given[0] == '\0')
+        given = scimq__param_str(SCIMQ_PARAM_ADMIN_SOCKET);
+    if (given[0] != '\0') {
+        snprintf(path, sizeof(path), "%s", given);
+    } else if (scimq__hostport_parse(url, host, sizeof(host), &port) != 0 ||
+               scimq__admin_socket_default(port, path, sizeof(path)) != 0) {
+        fprintf(stderr, CTL_NAME ": bad URL '%s'\n", url);
+        return 1;
+    }
+    if (stat(path, &st) != 0 && given[0] == '\0') {
+        fprintf(stderr,
+                CTL_NAME ": no admin socket at %s: administration is only "
+                         "for the gateway's user on its host (or "
+                         "--admin-socket PATH)\n",
+                path);
+        return 1;
+    }
+    snprintf(buf, len, "unix:%s", path);
+    return 0;
 }
 
 /* Prints a gateway JSON document as one line. */
@@ -115,6 +170,7 @@ main(int argc, char **argv)
         {"dead-letter", required_argument, NULL, 'd'},
         {"max", required_argument, NULL, 'm'},
         {"queue", required_argument, NULL, 'q'},
+        {"admin-socket", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         TOOL_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
@@ -122,6 +178,8 @@ main(int argc, char **argv)
     struct tool_conn tc;
     scimq_client_t *c = NULL;
     const char *args[4] = {NULL, NULL, NULL, NULL}, *stats_queue = NULL;
+    const char *admin_socket = NULL;
+    char admin[SCIMQ_UNIX_PATH_MAX + 8];
     uint64_t max = 0, v = 0;
     int ch, nargs = 0, rc;
 
@@ -181,6 +239,9 @@ main(int argc, char **argv)
         case 'q':
             stats_queue = optarg;
             break;
+        case 'S':
+            admin_socket = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -196,6 +257,12 @@ main(int argc, char **argv)
     if (!args_ok(args, nargs)) {
         usage(stderr);
         return 2;
+    }
+    if (is_admin(args)) {
+        if (admin_url(admin_socket, tc.url, admin, sizeof(admin)) != 0)
+            return result("admin socket", NULL, SCIMQ_ENOENT, NULL);
+        tc.url = admin;
+        tc.streams = 1;
     }
     rc = tool_conn_open(&tc, &c, NULL);
     if (rc != 0)

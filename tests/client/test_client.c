@@ -126,6 +126,7 @@ struct gateway {
     uint16_t port;
     char dir[256]; /* port file, log and token file */
     char url[64];
+    char admin_url[320]; /* unix:PATH of its admin socket */
 };
 
 /*
@@ -210,8 +211,8 @@ gw_dump_log(const struct gateway *g)
 static void
 gw_cleanup(pid_t pid, const char *dir)
 {
-    static const char *const leaves[] = {"gateway.port", "gateway.log",
-                                         "token"};
+    static const char *const leaves[] = {"gateway.port", "gateway.log", "token",
+                                         "admin.sock"};
     char path[320];
 
     for (int i = 0; i < GW_REGISTRY; i++)
@@ -258,7 +259,8 @@ gw_start(struct gateway *g, const char *token)
 {
     const char *tmp = getenv("TMPDIR");
     char bin[PATH_MAX], port_file[320], log[320], tok[320], line[128];
-    char *argv[16];
+    char admin[300];
+    char *argv[18];
     int argc = 0, fd, status, slot = -1;
     uint64_t t0;
     pid_t parent = getpid();
@@ -279,6 +281,8 @@ gw_start(struct gateway *g, const char *token)
     gw_path(g, "gateway.port", port_file, sizeof(port_file));
     gw_path(g, "gateway.log", log, sizeof(log));
     gw_path(g, "token", tok, sizeof(tok));
+    gw_path(g, "admin.sock", admin, sizeof(admin));
+    snprintf(g->admin_url, sizeof(g->admin_url), "unix:%s", admin);
     argv[argc++] = bin;
     argv[argc++] = "--listen";
     argv[argc++] = "127.0.0.1:0";
@@ -291,6 +295,8 @@ gw_start(struct gateway *g, const char *token)
     argv[argc++] = "256MiB";
     argv[argc++] = "--log-level";
     argv[argc++] = "warn";
+    argv[argc++] = "--admin-socket";
+    argv[argc++] = admin;
     if (token != NULL) {
         fd = open(tok, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0 ||
@@ -2162,6 +2168,17 @@ test_admin(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(root);
     CU_ASSERT_PTR_NOT_NULL(queue_entry(root, "adm1"));
     json_decref(root);
+
+    /* Administration is refused on the data port (whoever asks) and
+     * accepted on the admin socket. */
+    CU_ASSERT_EQUAL(scimq_client_queue_bind(c, "adm1", "adm2"), SCIMQ_EPERM);
+    CU_ASSERT_EQUAL(scimq_client_queue_unbind(c, "adm1", "adm2"), SCIMQ_EPERM);
+    CU_ASSERT_EQUAL(scimq_client_queue_move(c, "adm1", "adm2", 0, &v),
+                    SCIMQ_EPERM);
+    CU_ASSERT_EQUAL(scimq_client_queue_delete(c, "adm2", &v), SCIMQ_EPERM);
+    CU_ASSERT_EQUAL(scimq_client_close(c), 0);
+    c = open_client(gw.admin_url, 1);
+    CU_ASSERT_FATAL(c != NULL);
 
     /* Fan-out: a bound PUT lands in both queues. */
     CU_ASSERT_EQUAL(scimq_client_queue_bind(c, "adm1", "adm2"), 0);

@@ -17,6 +17,14 @@
  *       HELLO, then a PUT of 1 MiB to QUEUE whose header goes at once and
  *       whose payload goes one byte per INTERVAL_MS; reports the ERROR the
  *       gateway answered with and when.
+ *   gw_peer admin HOST PORT QUEUE [TOKEN_FILE]
+ *       HELLO (and AUTH with the token), then QUEUE_DELETE QUEUE on the data
+ *       port; reports the answer ("ok" or the ERROR's code and text).
+ *   gw_peer hijack HOST PORT SESSION_HEX STREAM COUNT QUEUE SECONDS
+ *       HELLO naming another session's id (32 hex digits) and stream index,
+ *       never AUTH; after WELCOME a GET of QUEUE (none if "-"); until
+ *       SECONDS pass (or SIGTERM) counts every frame the gateway sends,
+ *       DELIVERs apart, and says whether it closed the connection.
  */
 #include "config.h"
 
@@ -38,6 +46,8 @@
 
 #include <scimq/error.h>
 #include <scimq/proto.h>
+
+#include "common/auth.h"
 
 static volatile sig_atomic_t stop;
 
@@ -403,6 +413,210 @@ mode_drip(const struct sockaddr_in *sa, const char *queue, int interval_ms,
 
 /* ------------------------------------------------------------------------ */
 
+/* Frames read from a socket, one at a time (payloads skipped). */
+struct reader {
+    int fd;
+    scimq_proto_decoder_t *dec;
+    uint8_t buf[64 << 10];
+    size_t len, off;
+};
+
+/*
+ * The next whole frame, waiting until deadline_ms: 1 (*f valid until the
+ * next call), 0 at the deadline, -1 when the peer closed or sent garbage.
+ */
+static int
+next_frame(struct reader *r, uint64_t deadline_ms,
+           const scimq_proto_frame_t **f)
+{
+    for (;;) {
+        while (r->off < r->len) {
+            size_t used = 0;
+            int ev = scimq_proto_decoder_feed(r->dec, r->buf + r->off,
+                                              r->len - r->off, &used);
+
+            r->off += used;
+            if (ev < 0)
+                return -1;
+            if (ev == SCIMQ_PROTO_HEADER_READY)
+                (void) scimq_proto_decoder_set_payload(r->dec, NULL, 0);
+            if (ev == SCIMQ_PROTO_FRAME_DONE) {
+                *f = scimq_proto_decoder_frame(r->dec);
+                return 1;
+            }
+        }
+        uint64_t now = now_ms();
+        struct pollfd p = {.fd = r->fd, .events = POLLIN};
+        ssize_t got;
+
+        if (now >= deadline_ms || stop)
+            return 0;
+        if (poll(&p, 1, (int) (deadline_ms - now)) <= 0)
+            continue;
+        got = recv(r->fd, r->buf, sizeof(r->buf), 0);
+        if (got <= 0)
+            return -1;
+        r->len = (size_t) got;
+        r->off = 0;
+    }
+}
+
+static void
+hello_init(scimq_proto_frame_t *h)
+{
+    memset(h, 0, sizeof(*h));
+    h->opcode = SCIMQ_PROTO_OP_HELLO;
+    h->request_id = 1;
+    h->args.hello.version_min = SCIMQ_PROTO_SESSION_VERSION_MIN;
+    h->args.hello.version_max = SCIMQ_PROTO_SESSION_VERSION_MAX;
+    h->args.hello.stream_count = 1;
+    h->args.hello.client_name.ptr = "gw_peer";
+    h->args.hello.client_name.len = 7;
+}
+
+static void
+send_frame(int fd, const scimq_proto_frame_t *f)
+{
+    size_t len;
+    uint8_t *buf = frame_alloc(f, &len);
+
+    send_all(fd, buf, len);
+    free(buf);
+}
+
+/* Prints the answer to a request: OK, or an ERROR's code and text. */
+static void
+answer_print(const char *mode, int r, const scimq_proto_frame_t *f)
+{
+    if (r == 1 && f->opcode == SCIMQ_PROTO_OP_OK)
+        printf("{\"tool\":\"gw_peer\",\"mode\":\"%s\",\"answer\":\"ok\"}\n",
+               mode);
+    else if (r == 1 && f->opcode == SCIMQ_PROTO_OP_ERROR)
+        printf("{\"tool\":\"gw_peer\",\"mode\":\"%s\",\"answer\":\"%s\","
+               "\"text\":\"%.*s\"}\n",
+               mode, scimq_err_name(f->args.error.code),
+               (int) f->args.error.text.len, f->args.error.text.ptr);
+    else
+        printf("{\"tool\":\"gw_peer\",\"mode\":\"%s\",\"answer\":\"%s\"}\n",
+               mode, r < 0 ? "closed" : "none");
+}
+
+static int
+mode_admin(const struct sockaddr_in *sa, const char *queue,
+           const char *token_file)
+{
+    static struct reader rd;
+    const scimq_proto_frame_t *f = NULL;
+    scimq_proto_frame_t h, a, del;
+    int r;
+
+    rd.fd = connect_to(sa, 0);
+    if (scimq_proto_decoder_create(NULL, &rd.dec) != 0)
+        die("decoder");
+    hello_init(&h);
+    send_frame(rd.fd, &h);
+    r = next_frame(&rd, now_ms() + 10000, &f);
+    if (r != 1 || f->opcode != SCIMQ_PROTO_OP_WELCOME) {
+        answer_print("admin", r, f);
+        return 1;
+    }
+    if (f->args.welcome.auth_required) {
+        uint8_t *tok = NULL;
+        size_t tok_len = 0;
+
+        if (token_file == NULL ||
+            scimq__token_load(token_file, &tok, &tok_len) != 0) {
+            fprintf(stderr, "gw_peer: the gateway wants a token\n");
+            return 1;
+        }
+        memset(&a, 0, sizeof(a));
+        a.opcode = SCIMQ_PROTO_OP_AUTH;
+        a.request_id = 2;
+        if (scimq__auth_mac(tok, tok_len, f->args.welcome.nonce,
+                            f->args.welcome.session_id, a.args.auth.mac) != 0)
+            die("mac");
+        scimq__token_free(tok, tok_len);
+        send_frame(rd.fd, &a);
+        r = next_frame(&rd, now_ms() + 10000, &f);
+        if (r != 1 || f->opcode != SCIMQ_PROTO_OP_OK) {
+            answer_print("admin-auth", r, f);
+            return 1;
+        }
+    }
+    memset(&del, 0, sizeof(del));
+    del.opcode = SCIMQ_PROTO_OP_QUEUE_DELETE;
+    del.request_id = 3;
+    del.args.queue.queue.ptr = queue;
+    del.args.queue.queue.len = (uint16_t) strlen(queue);
+    send_frame(rd.fd, &del);
+    r = next_frame(&rd, now_ms() + 10000, &f);
+    answer_print("admin", r, f);
+    scimq_proto_decoder_destroy(rd.dec);
+    close(rd.fd);
+    return 0;
+}
+
+static int
+mode_hijack(const struct sockaddr_in *sa, const char *sid_hex, int stream,
+            int count, const char *queue, int secs)
+{
+    static struct reader rd;
+    const scimq_proto_frame_t *f = NULL;
+    scimq_proto_frame_t h, get;
+    uint64_t end;
+    unsigned long frames = 0, delivers = 0, welcomes = 0;
+    int r = 0, err = 0;
+
+    if (strlen(sid_hex) != 2 * SCIMQ_PROTO_SESSION_ID_LEN) {
+        fprintf(stderr, "gw_peer: a session id is 32 hex digits\n");
+        return 2;
+    }
+    hello_init(&h);
+    for (int i = 0; i < SCIMQ_PROTO_SESSION_ID_LEN; i++) {
+        unsigned int byte;
+
+        if (sscanf(sid_hex + 2 * i, "%2x", &byte) != 1)
+            return 2;
+        h.args.hello.session_id[i] = (uint8_t) byte;
+    }
+    h.args.hello.stream_index = (uint16_t) stream;
+    h.args.hello.stream_count = (uint16_t) count;
+    rd.fd = connect_to(sa, 0);
+    if (scimq_proto_decoder_create(NULL, &rd.dec) != 0)
+        die("decoder");
+    send_frame(rd.fd, &h);
+    end = now_ms() + (uint64_t) secs * 1000u;
+    while (!stop && (r = next_frame(&rd, end, &f)) == 1) {
+        frames++;
+        if (f->opcode == SCIMQ_PROTO_OP_DELIVER)
+            delivers++;
+        if (f->opcode == SCIMQ_PROTO_OP_ERROR && err == 0)
+            err = f->args.error.code;
+        if (f->opcode == SCIMQ_PROTO_OP_WELCOME && welcomes++ == 0 &&
+            strcmp(queue, "-") != 0) {
+            /* Asks, as a consumer stream would, without authenticating. */
+            memset(&get, 0, sizeof(get));
+            get.opcode = SCIMQ_PROTO_OP_GET;
+            get.request_id = 2;
+            get.args.get.queue.ptr = queue;
+            get.args.get.queue.len = (uint16_t) strlen(queue);
+            get.args.get.credit_msgs = 64;
+            get.args.get.credit_bytes = UINT64_C(1) << 30;
+            send_frame(rd.fd, &get);
+        }
+    }
+    printf("{\"tool\":\"gw_peer\",\"mode\":\"hijack\",\"frames\":%lu,"
+           "\"welcomes\":%lu,\"delivers\":%lu,\"closed\":%s,"
+           "\"error\":\"%s\"}\n",
+           frames, welcomes, delivers, r < 0 ? "true" : "false",
+           err != 0 ? scimq_err_name(err) : "");
+    scimq_proto_decoder_destroy(rd.dec);
+    close(rd.fd);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+
 int
 main(int argc, char **argv)
 {
@@ -423,8 +637,20 @@ main(int argc, char **argv)
         addr_make(argv[2], argv[3], &sa);
         return mode_drip(&sa, argv[4], atoi(argv[5]), atoi(argv[6]));
     }
+    if (argc >= 5 && strcmp(argv[1], "admin") == 0) {
+        addr_make(argv[2], argv[3], &sa);
+        return mode_admin(&sa, argv[4], argc >= 6 ? argv[5] : NULL);
+    }
+    if (argc >= 9 && strcmp(argv[1], "hijack") == 0) {
+        addr_make(argv[2], argv[3], &sa);
+        return mode_hijack(&sa, argv[4], atoi(argv[5]), atoi(argv[6]), argv[7],
+                           atoi(argv[8]));
+    }
     fprintf(stderr,
             "usage: gw_peer pings HOST PORT SECONDS\n"
+            "       gw_peer admin HOST PORT QUEUE [TOKEN_FILE]\n"
+            "       gw_peer hijack HOST PORT SESSION_HEX STREAM COUNT QUEUE "
+            "SECONDS\n"
             "       gw_peer hold HOST PORT N SECONDS [SOURCE]\n"
             "       gw_peer drip HOST PORT QUEUE INTERVAL_MS SECONDS\n");
     return 2;
