@@ -83,8 +83,6 @@ enum scimq_param_type {
       "longest silence inside a frame before the connection is closed")        \
     X(GATEWAY_DRAIN_TIMEOUT_MS, "gateway_drain_timeout_ms", INT, "30000",      \
       "SIGTERM: longest wait for leased messages to be settled")               \
-    X(GATEWAY_REMOTE_ADMIN, "gateway_remote_admin", BOOL, "false",             \
-      "allow queue delete/bind/move from non-loopback peers")                  \
     X(GATEWAY_ADMIN_SOCKET, "gateway_admin_socket", STR, "",                   \
       "Unix socket for administration; empty: /tmp/scimq-UID/gateway-PORT."    \
       "sock; off: none")                                                       \
