@@ -20,6 +20,7 @@
 #
 #   bench/mpi-end-to-end.sh [BUILDDIR] [--trials 5] [--count 300]
 #       [--sizes 16MiB,1MiB] [--ranks 4] [--streams 2] [--provider P]
+#       [--json FILE]
 #
 # BUILDDIR (argument or environment) is a build tree, build/default unless
 # given; a tree configured in place works too (BUILDDIR=/path/to/source).
@@ -48,6 +49,7 @@ while [ $# -gt 0 ]; do
     --ranks) ranks=$2 ;;
     --streams) streams=$2 ;;
     --provider) provider=$2 ;;
+    --json) json_out=$2 ;;
     -h | --help)
         usage
         exit 0
@@ -185,6 +187,22 @@ wait_line() {
     done
 }
 
+# json_trial KIND SIZE T MIBS: with --json FILE, the trial as one JSON line
+# (bench/README.md, "JSON lines"; FILE is started afresh by the run); the
+# TCP consumer is the in-run reference.
+json_trial() {
+    [ -n "${json_out:-}" ] || return 0
+    if [ -z "${json_started:-}" ]; then
+        : > "$json_out"
+        json_started=1
+    fi
+    jq -cn --arg c "$2 ranks=$ranks K=$streams" --argjson t "$3" \
+        --argjson v "$4" --arg s "$1" --argjson r "$([ "$1" = tcp ] &&
+            echo true || echo false)" \
+        '{bench: "mpi-end-to-end", case: $c, trial: $t, value: $v,
+          unit: "MiB/s", reference: $r, series: $s}' >> "$json_out"
+}
+
 # trial KIND SIZE T: trial T of one consumer, draining a queue filled
 # while it runs; appends its MiB/s to $work/KIND.SIZE.
 trial() {
@@ -254,6 +272,7 @@ trial() {
         die "$kind trial $t ($size): exit $st, result: $res"
     fi
     echo "$res" | jq -r '.bytes / .seconds / 1048576' >> "$work/$kind.$size"
+    json_trial "$kind" "$size" "$t" "$(tail -n 1 "$work/$kind.$size")"
     "$ctl" --url "$url" queue delete "$q" > /dev/null 2>&1 || true
 }
 
