@@ -281,7 +281,6 @@ agent_assign(struct agent *a)
     msg.gen = a->gen[slot];
     msg.meta_len = META_LEN;
     msg.payload_len = a->want_size;
-    msg.read_len = META_LEN + a->want_size;
     msg.raddr =
         scimq__fabric_remote_addr(&a->fab, &a->pool_mr, payload - META_LEN);
     msg.key = a->pool_mr.key;
@@ -567,9 +566,9 @@ rank_check(const struct rank *r, const struct scimq_mpi_ctrl *m, uint64_t size)
     uint64_t lo = r->ai.pool_raddr, hi = lo + r->ai.pool_len;
 
     if (m->key != r->ai.pool_key || m->meta_len > SCIMQ_MPI_SLOT_META ||
-        m->read_len != m->meta_len + m->payload_len ||
         m->payload_len > r->max_payload || m->payload_len != size ||
-        m->raddr < lo || m->raddr > hi || m->read_len > hi - m->raddr)
+        m->raddr < lo || m->raddr > hi ||
+        m->meta_len + m->payload_len > hi - m->raddr)
         return SCIMQ_EPROTO;
     return 0;
 }
@@ -650,7 +649,7 @@ hop_trial(struct rank *r, uint64_t size, uint64_t n, int mode, double *secs)
         if (rc == 0) {
             memset(r->buf + SCIMQ_MPI_SLOT_META, 0, sizeof(uint64_t));
             rc = rank_read(r, r->buf + SCIMQ_MPI_SLOT_META - m.meta_len,
-                           m.read_len, m.raddr, mode);
+                           m.meta_len + m.payload_len, m.raddr, mode);
         }
         if (rc == 0)
             rc = rank_parse(r, &m);
@@ -674,10 +673,8 @@ raw_trial(struct rank *r, uint64_t size, uint64_t n, double *secs)
     int rc = 0;
 
     for (int s = 0; s < POOL_SLOTS; s++) {
-        struct scimq_mpi_ctrl m = {.key = r->ai.pool_key,
-                                   .meta_len = META_LEN,
-                                   .payload_len = size,
-                                   .read_len = len};
+        struct scimq_mpi_ctrl m = {
+            .key = r->ai.pool_key, .meta_len = META_LEN, .payload_len = size};
 
         m.raddr = r->ai.pool_raddr + (uint64_t) s * r->ai.slot_size +
                   SCIMQ_MPI_SLOT_META - META_LEN;

@@ -81,7 +81,11 @@ struct scimq_mpi_agent {
     int nranks;
     fi_addr_t *rank_fa;
     pid_t *rank_pid;
-    bool *waiting, *gone;
+    int *want;     /* credits: messages each rank asked for */
+    int *assigned; /* messages assigned to each rank, not settled */
+    bool *gone;
+    int credits_max; /* want + assigned, per rank */
+    uint64_t inline_max;
     int ngone, rr;
     uint64_t next_liveness_ns;
 
@@ -198,16 +202,25 @@ reap(struct scimq_mpi_agent *a)
     for (int k = 0; k < n; k++) {
         struct scimq_mpi_op *op = cqe[k].context;
 
-        if (op->kind == OP_SEND)
+        if (op->kind == OP_SEND) {
             op->busy = false;
-        else if (op->kind == OP_RECV)
+        } else if (op->kind == OP_RECV) {
             op->pending = true; /* the main loop handles it */
+            op->len = cqe[k].len;
+        }
     }
     return n;
 }
 
+/*
+ * Sends len bytes to rank: a header alone from a send buffer of its own
+ * (buf NULL: msg), or an inline MSG straight from its pool slot (buf,
+ * registered in the pool; the slot stays allocated until the rank settles
+ * the message, so the bytes stay put while the send is in flight).
+ */
 static int
-send_ctrl(struct scimq_mpi_agent *a, int rank, const struct scimq_mpi_ctrl *msg)
+send_to(struct scimq_mpi_agent *a, int rank, const struct scimq_mpi_ctrl *msg,
+        const void *buf, size_t len)
 {
     unsigned int spins = 0;
 
@@ -218,11 +231,15 @@ send_ctrl(struct scimq_mpi_agent *a, int rank, const struct scimq_mpi_ctrl *msg)
 
             if (op->busy)
                 continue;
-            op->msg = *msg;
-            op->msg.magic = SCIMQ_MPI_CTRL_MAGIC;
             op->peer = rank;
-            rc = scimq__fabric_send(&a->fab, &op->msg, sizeof(op->msg),
-                                    a->ops_mr.desc, a->rank_fa[rank], op);
+            if (buf == NULL) {
+                op->msg = *msg;
+                rc = scimq__fabric_send(&a->fab, &op->msg, SCIMQ_MPI_CTRL_LEN,
+                                        a->ops_mr.desc, a->rank_fa[rank], op);
+            } else {
+                rc = scimq__fabric_send(&a->fab, buf, len, a->pool_mr.desc,
+                                        a->rank_fa[rank], op);
+            }
             if (rc == SCIMQ_EAGAIN)
                 break; /* progress, then retry */
             if (rc != 0)
@@ -238,6 +255,12 @@ send_ctrl(struct scimq_mpi_agent *a, int rank, const struct scimq_mpi_ctrl *msg)
         if (spins > 100000)
             return SCIMQ_ETIMEDOUT;
     }
+}
+
+static int
+send_ctrl(struct scimq_mpi_agent *a, int rank, const struct scimq_mpi_ctrl *msg)
+{
+    return send_to(a, rank, msg, NULL, SCIMQ_MPI_CTRL_LEN);
 }
 
 /* Writes the block table before the payload; returns its length. */
@@ -257,7 +280,7 @@ write_meta(struct scimq_mpi_agent *a, uint32_t slot, const scimq_message_t *m)
         const char *name = m->blocks[i].name ? m->blocks[i].name : "";
         size_t nl = strlen(name);
 
-        if (len + 12 + nl > sizeof(tmp)) {
+        if (len + 12 + nl > SCIMQ_MPI_META_MAX) {
             nl = 0; /* names that do not fit are dropped, lengths kept */
             name = "";
         }
@@ -270,29 +293,46 @@ write_meta(struct scimq_mpi_agent *a, uint32_t slot, const scimq_message_t *m)
     return (uint32_t) len;
 }
 
+/*
+ * Hands the message in slot to rank: inline (header, block table and
+ * payload in one send from the slot) up to inline_max bytes, else a MSG
+ * naming the slot for the rank to read.
+ */
 static void
 assign(struct scimq_mpi_agent *a, int rank, uint32_t slot)
 {
     struct agent_slot *s = &a->slots[slot];
-    struct scimq_mpi_ctrl msg = {.type = CTRL_MSG, .slot = slot};
+    struct scimq_mpi_ctrl msg;
     uint8_t *payload =
         a->pool + (size_t) slot * a->slot_size + SCIMQ_MPI_SLOT_META;
+    uint64_t len;
     int rc;
 
+    scimq__ctrl_init(&msg, CTRL_MSG, (uint32_t) rank);
+    msg.slot = slot;
     msg.meta_len = write_meta(a, slot, s->msg);
     s->gen++;
     s->rank = rank;
     msg.gen = s->gen;
     msg.payload_len = s->msg->payload_len;
-    msg.read_len = msg.meta_len + s->msg->payload_len;
-    /* Validated here, where the layout is known: inside the slot. */
-    msg.raddr =
-        scimq__fabric_remote_addr(&a->fab, &a->pool_mr, payload - msg.meta_len);
-    msg.key = a->pool_mr.key;
     msg.msg_id = s->msg->msg_id;
     msg.attempt = s->msg->attempt;
-    a->waiting[rank] = false;
-    rc = send_ctrl(a, rank, &msg);
+    len = msg.meta_len + s->msg->payload_len;
+    a->want[rank]--;
+    a->assigned[rank]++;
+    if (len <= a->inline_max) {
+        uint8_t *hdr = payload - msg.meta_len - SCIMQ_MPI_CTRL_LEN;
+
+        msg.inline_len = (uint32_t) len;
+        memcpy(hdr, &msg, sizeof(msg));
+        rc = send_to(a, rank, NULL, hdr, SCIMQ_MPI_CTRL_LEN + len);
+    } else {
+        /* Validated here, where the layout is known: inside the slot. */
+        msg.raddr = scimq__fabric_remote_addr(&a->fab, &a->pool_mr,
+                                              payload - msg.meta_len);
+        msg.key = a->pool_mr.key;
+        rc = send_ctrl(a, rank, &msg);
+    }
     scimq__mpi_hot(); /* the rank's read follows: keep polling */
     if (rc != 0) {
         SCIMQ_LOG_ERROR(MPI, "agent: cannot send to rank %d: %s", rank,
@@ -305,6 +345,7 @@ assign(struct scimq_mpi_agent *a, int rank, uint32_t slot)
             scimq_message_free(a->client, s->msg);
             s->msg = NULL;
             s->rank = -1;
+            a->assigned[rank]--;
         }
     }
 }
@@ -321,6 +362,7 @@ settle(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c)
     if (s->msg == NULL || s->rank != (int) c->rank || s->gen != c->gen)
         return; /* stale: the slot moved on */
     slot_free(a, c->slot);
+    a->assigned[c->rank]--;
     if (c->type == CTRL_DONE)
         (void) scimq_client_ack(a->client, s->msg);
     else
@@ -345,6 +387,7 @@ rank_gone(struct scimq_mpi_agent *a, int rank, const char *why)
 
         if (s->msg != NULL && s->rank == rank) {
             slot_free(a, i);
+            a->assigned[rank]--;
             (void) scimq_client_nack(a->client, s->msg, 1, 0);
             scimq_message_free(a->client, s->msg);
             s->msg = NULL;
@@ -362,7 +405,7 @@ rank_gone(struct scimq_mpi_agent *a, int rank, const char *why)
         a->gone[rank] = true;
         a->ngone++;
     }
-    a->waiting[rank] = false;
+    a->want[rank] = 0;
 }
 
 /* A process that no longer runs: gone, or a zombie not yet reaped. */
@@ -402,25 +445,49 @@ liveness(struct scimq_mpi_agent *a)
             rank_gone(a, r, "its process ended");
 }
 
+/* One credit more for rank, within what it may hold. */
 static void
-handle_ctrl(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c)
+credit(struct scimq_mpi_agent *a, int rank)
 {
-    if (c->magic != SCIMQ_MPI_CTRL_MAGIC || c->rank >= (uint32_t) a->nranks) {
-        SCIMQ_LOG_ERROR(MPI, "agent: malformed control message ignored");
+    if (a->want[rank] + a->assigned[rank] >= a->credits_max) {
+        SCIMQ_LOG_ERROR(MPI,
+                        "agent: node rank %d asks for more than %d messages "
+                        "at once: credit ignored",
+                        rank, a->credits_max);
         return;
     }
+    a->want[rank]++;
+}
+
+static void
+handle_ctrl(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c,
+            size_t len)
+{
+    int rc = scimq__ctrl_check(c, len, true);
+
+    if (rc == 0 && c->rank >= (uint32_t) a->nranks)
+        rc = SCIMQ_EPROTO_ARGS;
+    if (rc == 0 && (c->slot >= a->nslots))
+        rc = SCIMQ_EPROTO_ARGS;
+    if (rc != 0) {
+        scimq__ctrl_log_bad("agent", c, len, rc);
+        return;
+    }
+    if (a->gone[c->rank])
+        return; /* after its BYE, or found dead */
     switch (c->type) {
     case CTRL_WANT:
-        a->waiting[c->rank] = true;
+        credit(a, (int) c->rank);
         break;
     case CTRL_DONE:
     case CTRL_NACK:
         settle(a, c);
         if (c->flags & CTRL_F_WANT)
-            a->waiting[c->rank] = true;
+            credit(a, (int) c->rank);
         break;
     case CTRL_EXTEND:
-        if (c->slot < a->nslots && a->slots[c->slot].msg != NULL &&
+        if (a->slots[c->slot].msg != NULL &&
+            a->slots[c->slot].rank == (int) c->rank &&
             a->slots[c->slot].gen == c->gen)
             (void) scimq_client_extend(a->client, a->slots[c->slot].msg,
                                        c->lease_ms);
@@ -473,29 +540,35 @@ fetch(struct scimq_mpi_agent *a)
 static bool
 dispatch(struct scimq_mpi_agent *a)
 {
-    bool did = false;
+    bool did = false, more = true;
 
-    for (int k = 0; k < a->nranks && a->ready_n > 0; k++) {
-        int r = (a->rr + k) % a->nranks;
-        uint32_t slot;
+    /* Round robin, one message per rank and pass, so that credits of
+     * several messages do not let one rank take the whole FIFO. */
+    while (more && a->ready_n > 0) {
+        more = false;
+        for (int k = 0; k < a->nranks && a->ready_n > 0; k++) {
+            int r = (a->rr + k) % a->nranks;
+            uint32_t slot;
 
-        if (!a->waiting[r] || a->gone[r])
-            continue;
-        slot = a->ready[a->ready_head];
-        a->ready_head = (a->ready_head + 1) % a->nslots;
-        a->ready_n--;
-        assign(a, r, slot);
-        a->rr = (r + 1) % a->nranks;
-        did = true;
+            if (a->want[r] == 0 || a->gone[r])
+                continue;
+            slot = a->ready[a->ready_head];
+            a->ready_head = (a->ready_head + 1) % a->nslots;
+            a->ready_n--;
+            assign(a, r, slot);
+            a->rr = (r + 1) % a->nranks;
+            did = more = true;
+        }
     }
     if (a->ready_n == 0 && (a->eos || a->error != 0)) {
         for (int r = 0; r < a->nranks; r++) {
-            struct scimq_mpi_ctrl c = {.type = a->error ? CTRL_ERR : CTRL_EOS,
-                                       .code = a->error};
+            struct scimq_mpi_ctrl c;
 
-            if (!a->waiting[r] || a->gone[r])
+            if (a->want[r] == 0 || a->gone[r])
                 continue;
-            a->waiting[r] = false;
+            scimq__ctrl_init(&c, a->error ? CTRL_ERR : CTRL_EOS, (uint32_t) r);
+            c.code = a->error;
+            a->want[r] = 0;
             (void) send_ctrl(a, r, &c);
             did = true;
         }
@@ -520,7 +593,7 @@ agent_main(void *arg)
             if (!op->pending)
                 continue;
             op->pending = false;
-            handle_ctrl(a, &op->msg);
+            handle_ctrl(a, &op->msg, op->len);
             (void) scimq__fabric_recv(&a->fab, &op->msg, sizeof(op->msg),
                                       a->ops_mr.desc, op);
             busy = true;
@@ -566,6 +639,9 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
      * on the data path. */
     a->slot_size = scimq__mpi_slot_size(ctx->opt.max_message);
     a->nslots = (uint32_t) a->nranks * ctx->opt.slots_per_rank;
+    a->credits_max =
+        (ctx->prefetch < 0 ? SCIMQ_MPI_PREFETCH_AUTO_MAX : ctx->prefetch) + 1;
+    a->inline_max = ctx->inline_max;
     a->pool_len = a->slot_size * a->nslots;
     a->pool = mmap(NULL, a->pool_len, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -586,14 +662,15 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
     a->ready = calloc(a->nslots, sizeof(*a->ready));
     a->rank_fa = calloc((size_t) a->nranks, sizeof(*a->rank_fa));
     a->rank_pid = calloc((size_t) a->nranks, sizeof(*a->rank_pid));
-    a->waiting = calloc((size_t) a->nranks, sizeof(bool));
+    a->want = calloc((size_t) a->nranks, sizeof(*a->want));
+    a->assigned = calloc((size_t) a->nranks, sizeof(*a->assigned));
     a->gone = calloc((size_t) a->nranks, sizeof(bool));
-    a->nrecv = 2 * a->nranks;
+    a->nrecv = 4 * a->nranks; /* as many as a rank's send buffers */
     a->nsend = 2 * a->nranks;
     a->ops = calloc((size_t) (a->nrecv + a->nsend), sizeof(*a->ops));
     rc = SCIMQ_ENOMEM;
-    if (!a->slots || !a->ready || !a->rank_fa || !a->rank_pid || !a->waiting ||
-        !a->gone || !a->ops)
+    if (!a->slots || !a->ready || !a->rank_fa || !a->rank_pid || !a->want ||
+        !a->assigned || !a->gone || !a->ops)
         goto fail;
     for (uint32_t i = 0; i < a->nslots; i++)
         a->slots[i].rank = -1;
@@ -650,6 +727,8 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
     info->pool_len = a->pool_len;
     info->pool_key = a->pool_mr.key;
     info->slot_size = a->slot_size;
+    info->inline_max = a->inline_max;
+    info->credits_max = a->credits_max;
     *a_p = a;
     return 0;
 fail:
@@ -722,7 +801,8 @@ scimq__agent_destroy(struct scimq_mpi_agent *a)
     free(a->ready);
     free(a->rank_fa);
     free(a->rank_pid);
-    free(a->waiting);
+    free(a->want);
+    free(a->assigned);
     free(a->gone);
     free(a->ops);
     pthread_mutex_destroy(&a->slot_lock);

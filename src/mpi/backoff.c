@@ -34,17 +34,28 @@ scimq__mpi_hot(void)
     hot_until_ns = scimq__mpi_now_ns() + BACKOFF_HOT_NS;
 }
 
-void
-scimq__mpi_backoff(unsigned int *spins)
+uint64_t
+scimq__mpi_backoff_ns(unsigned int *spins)
 {
-    struct timespec ts = {0, 0};
+    uint64_t ns;
 
     if (*spins < 64 || scimq__mpi_now_ns() < hot_until_ns) {
         (*spins)++;
-        sched_yield();
-        return;
+        return 0;
     }
-    ts.tv_nsec = *spins < 256 ? 20000 : *spins < 1024 ? 200000 : 1000000;
+    ns = *spins < 256 ? 20000 : *spins < 1024 ? 200000 : 1000000;
     (*spins)++;
-    nanosleep(&ts, NULL);
+    return ns;
+}
+
+void
+scimq__mpi_backoff(unsigned int *spins)
+{
+    uint64_t ns = scimq__mpi_backoff_ns(spins);
+    struct timespec ts = {0, (long) ns};
+
+    if (ns == 0)
+        sched_yield();
+    else
+        nanosleep(&ts, NULL);
 }

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libscimq-mpi, the rank side: collective start-up, next/ack/nack/extend,
- * put, finalize.
+ * put, finalize, stop.
  *
- * A rank is always the active side of the agent-to-rank hop: it asks (one
- * WANT at a time), receives a MSG naming a slot in the agent's pool,
- * checks it, and reads the slot with one fi_read into its own registered
- * buffer.  The agent, which polls all the time, is the passive side.
+ * A rank's endpoint and buffers belong to its progress thread
+ * (prefetch.c), which keeps up to P messages ready; next() takes one from
+ * there, and hands back the previous one (DONE).  The agent (agent.c), on
+ * each (pseudo-)node's first rank, is the other side of the hop.
  */
 #include "config.h"
 
@@ -22,14 +22,9 @@
 
 #include "common/log.h"
 #include "common/param.h"
+#include "prefetch.h"
 #include "protocol/wire.h"
 #include "runtime.h"
-
-/* Rank operations: 2 receives, 2 sends, 1 read. */
-#define RANK_OPS 5
-#define RANK_OP_RECV0 0
-#define RANK_OP_SEND0 2
-#define RANK_OP_READ 4
 
 static scimq_mpi_t *default_ctx;
 
@@ -188,12 +183,30 @@ options_resolve(scimq_mpi_t *ctx, const scimq_mpi_options_t *in)
     if (ctx->opt.max_message == 0)
         ctx->opt.max_message =
             e != NULL && scimq__parse_size(e, &v) == 0 && v > 0 ? v : 16u << 20;
+    e = env_or(ctx->opt.prefetch, "SCIMQ_MPI_PREFETCH", "1");
+    if (strcmp(e, "auto") == 0)
+        ctx->prefetch = -1;
+    else if (scimq__parse_size(e, &v) == 0 && v <= SCIMQ_MPI_PREFETCH_MAX)
+        ctx->prefetch = (int) v;
+    else
+        return SCIMQ_ECONFIG;
+    /* A slot for each message a rank may hold, and one ready. */
     e = getenv("SCIMQ_MPI_SLOTS_PER_RANK");
     if (ctx->opt.slots_per_rank == 0)
         ctx->opt.slots_per_rank =
             e != NULL && scimq__parse_size(e, &v) == 0 && v > 0 && v <= 64
                 ? (uint32_t) v
-                : 2;
+                : (uint32_t) (ctx->prefetch < 0 ? SCIMQ_MPI_PREFETCH_AUTO_MAX
+                                                : ctx->prefetch) +
+                      2;
+    e = getenv("SCIMQ_MPI_INLINE_MAX");
+    ctx->inline_max = ctx->opt.inline_max != 0 ? ctx->opt.inline_max
+                      : e != NULL              ? UINT64_MAX
+                                               : SCIMQ_MPI_INLINE_DEFAULT;
+    if (ctx->inline_max == UINT64_MAX &&
+        (scimq__parse_size(e, &ctx->inline_max) != 0 ||
+         ctx->inline_max > (64u << 20)))
+        return SCIMQ_ECONFIG;
     e = getenv("SCIMQ_MPI_MAX_HOLD_MS");
     if (ctx->opt.max_hold_ms == 0)
         ctx->opt.max_hold_ms =
@@ -215,114 +228,21 @@ agree(MPI_Comm comm, int rc)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Control messages                                                          */
+/* next                                                                      */
 /* ------------------------------------------------------------------------ */
-
-static int
-progress(scimq_mpi_t *ctx, struct scimq_mpi_op **recv_p,
-         struct scimq_mpi_op **read_p)
-{
-    struct scimq_fabric_cqe cqe[8];
-    int n = scimq__fabric_poll(&ctx->fab, cqe, 8);
-
-    if (n < 0) {
-        struct scimq_mpi_op *op = cqe[0].context;
-
-        /* A failed read is fatal for this message and this endpoint. */
-        if (op != NULL && op->kind == OP_READ && read_p != NULL)
-            *read_p = op;
-        return n;
-    }
-    for (int i = 0; i < n; i++) {
-        struct scimq_mpi_op *op = cqe[i].context;
-
-        if (op->kind == OP_SEND)
-            op->busy = false;
-        else if (op->kind == OP_RECV && recv_p != NULL && *recv_p == NULL)
-            *recv_p = op;
-        else if (op->kind == OP_RECV)
-            op->pending = true; /* handled by the next next() */
-        else if (op->kind == OP_READ && read_p != NULL)
-            *read_p = op;
-    }
-    return n;
-}
-
-static int
-send_ctrl(scimq_mpi_t *ctx, uint16_t type, uint16_t flags, uint32_t lease_ms)
-{
-    unsigned int spins = 0;
-
-    for (;;) {
-        for (int i = RANK_OP_SEND0; i < RANK_OP_SEND0 + 2; i++) {
-            struct scimq_mpi_op *op = &ctx->ops[i];
-            int rc;
-
-            if (op->busy)
-                continue;
-            memset(&op->msg, 0, sizeof(op->msg));
-            op->msg.magic = SCIMQ_MPI_CTRL_MAGIC;
-            op->msg.type = type;
-            op->msg.flags = flags;
-            op->msg.rank = (uint32_t) ctx->node_rank;
-            op->msg.slot = ctx->slot;
-            op->msg.gen = ctx->gen;
-            op->msg.lease_ms = lease_ms;
-            rc = scimq__fabric_send(&ctx->fab, &op->msg, sizeof(op->msg),
-                                    ctx->ops_mr.desc, ctx->agent_fa, op);
-            if (rc == 0) {
-                op->busy = true;
-                /* An answer (or our read's completion) comes soon. */
-                scimq__mpi_hot();
-                return 0;
-            }
-            if (rc != SCIMQ_EAGAIN)
-                return rc;
-        }
-        if (progress(ctx, NULL, NULL) < 0)
-            return SCIMQ_EFABRIC;
-        scimq__mpi_backoff(&spins);
-        if (spins > 200000)
-            return SCIMQ_ETIMEDOUT;
-    }
-}
-
-static int
-repost_recv(scimq_mpi_t *ctx, struct scimq_mpi_op *op)
-{
-    op->pending = false;
-    return scimq__fabric_recv(&ctx->fab, &op->msg, sizeof(op->msg),
-                              ctx->ops_mr.desc, op);
-}
-
-/* Checks a MSG against what the agent announced before any RMA: a bad
- * read would break the endpoint for good. */
-static int
-msg_check(const scimq_mpi_t *ctx, const struct scimq_mpi_ctrl *m)
-{
-    uint64_t lo = ctx->ai.pool_raddr, hi = lo + ctx->ai.pool_len;
-
-    if (m->key != ctx->ai.pool_key || m->meta_len > SCIMQ_MPI_SLOT_META ||
-        m->read_len != m->meta_len + m->payload_len ||
-        m->payload_len > ctx->buf_size - SCIMQ_MPI_SLOT_META || m->raddr < lo ||
-        m->raddr > hi || m->read_len > hi - m->raddr)
-        return SCIMQ_EPROTO;
-    return 0;
-}
 
 /* Parses the block table that precedes the payload in the buffer. */
 static int
-meta_parse(scimq_mpi_t *ctx, const struct scimq_mpi_ctrl *m,
+meta_parse(scimq_mpi_t *ctx, const struct scimq_mpi_ready *r,
            scimq_mpi_msg_t *out)
 {
-    const uint8_t *meta = ctx->buf + SCIMQ_MPI_SLOT_META - m->meta_len;
-    const uint8_t *end = ctx->buf + SCIMQ_MPI_SLOT_META;
-    uint8_t *data = ctx->buf + SCIMQ_MPI_SLOT_META;
+    const uint8_t *meta = r->meta;
+    const uint8_t *end = r->meta + r->m.meta_len;
     size_t names = 0;
     uint64_t off = 0;
     uint32_t n;
 
-    if (m->meta_len < 4)
+    if (r->m.meta_len < 4)
         return SCIMQ_EPROTO;
     n = wire_get32(meta);
     meta += 4;
@@ -338,71 +258,31 @@ meta_parse(scimq_mpi_t *ctx, const struct scimq_mpi_ctrl *m,
         len = wire_get64(meta + 4);
         meta += 12;
         if ((size_t) (end - meta) < nl || names + nl + 1 > sizeof(ctx->names) ||
-            off + len > m->payload_len)
+            len > r->m.payload_len - off)
             return SCIMQ_EPROTO;
         memcpy(ctx->names + names, meta, nl);
         ctx->names[names + nl] = '\0';
         ctx->blocks[i].name = ctx->names + names;
-        ctx->blocks[i].data = data + off;
+        ctx->blocks[i].data = r->payload + off;
         ctx->blocks[i].len = len;
         names += nl + 1;
         meta += nl;
         off += len;
     }
-    out->data = data;
-    out->len = m->payload_len;
+    out->data = r->payload;
+    out->len = r->m.payload_len;
     out->block_count = n;
     out->blocks = ctx->blocks;
-    out->msg_id = m->msg_id;
-    out->attempt = m->attempt;
-    out->handle = ((uint64_t) m->slot << 48) ^ m->gen;
+    out->msg_id = r->m.msg_id;
+    out->attempt = r->m.attempt;
+    out->handle = ((uint64_t) r->m.slot << 48) ^ r->m.gen;
     return 0;
 }
 
-/* Reads the announced slot into this rank's buffer. */
-static int
-fetch(scimq_mpi_t *ctx, const struct scimq_mpi_ctrl *m)
+static bool
+stop_flag(void)
 {
-    struct scimq_mpi_op *rd = &ctx->ops[RANK_OP_READ];
-    uint8_t *dst = ctx->buf + SCIMQ_MPI_SLOT_META - m->meta_len;
-    unsigned int spins = 0;
-    int rc;
-
-    do {
-        rc = scimq__fabric_read(&ctx->fab, dst, m->read_len, ctx->buf_mr.desc,
-                                ctx->agent_fa, m->raddr, m->key, rd);
-        if (rc == SCIMQ_EAGAIN) {
-            (void) progress(ctx, NULL, NULL);
-            scimq__mpi_backoff(&spins);
-        }
-    } while (rc == SCIMQ_EAGAIN && spins < 200000);
-    if (rc != 0)
-        return rc;
-    for (spins = 0;;) {
-        struct scimq_mpi_op *done = NULL;
-
-        rc = progress(ctx, NULL, &done);
-        if (rc < 0)
-            return SCIMQ_EFABRIC;
-        if (done == rd)
-            return 0;
-        if (rc == 0)
-            scimq__mpi_backoff(&spins);
-    }
-}
-
-/* ------------------------------------------------------------------------ */
-/* next                                                                      */
-/* ------------------------------------------------------------------------ */
-
-/* Takes a control message that arrived earlier, if any. */
-static struct scimq_mpi_op *
-pending_recv(scimq_mpi_t *ctx)
-{
-    for (int i = RANK_OP_RECV0; i < RANK_OP_RECV0 + 2; i++)
-        if (ctx->ops[i].pending)
-            return &ctx->ops[i];
-    return NULL;
+    return atomic_load_explicit(&stop_requested, memory_order_relaxed) != 0;
 }
 
 static bool
@@ -426,10 +306,9 @@ stop(scimq_mpi_t *ctx)
         return SCIMQ_ESTOPPED;
     ctx->stopped = true;
     /* DONE and BYE as two sends may arrive in either order, and a BYE
-     * first would give back the message just processed. */
-    rc = send_ctrl(ctx, CTRL_BYE, ctx->holding ? CTRL_F_DONE : 0, 0);
+     * first would give back the message just processed: one BYE. */
+    rc = scimq__prefetch_bye(ctx->pf, ctx->holding);
     ctx->holding = false;
-    ctx->want_out = false;
     SCIMQ_LOG_INFO(MPI, "rank %d: stop requested after %" PRIu64 " messages",
                    ctx->rank, ctx->messages);
     if (rc != 0)
@@ -442,8 +321,10 @@ scimq_mpi_next_timed(scimq_mpi_t *ctx, scimq_mpi_msg_t *msg, int timeout_ms)
 {
     uint64_t deadline =
         timeout_ms < 0 ? UINT64_MAX
-                       : scimq__mpi_now_ns() + (uint64_t) timeout_ms * 1000000u;
-    unsigned int spins = 0;
+        : timeout_ms == 0
+            ? 0
+            : scimq__mpi_now_ns() + (uint64_t) timeout_ms * 1000000u;
+    struct scimq_mpi_ready r;
     int rc;
 
     if (ctx == NULL || msg == NULL)
@@ -455,67 +336,37 @@ scimq_mpi_next_timed(scimq_mpi_t *ctx, scimq_mpi_msg_t *msg, int timeout_ms)
     /* Asking for the next acknowledges the previous. */
     if (ctx->holding) {
         ctx->holding = false;
-        rc = send_ctrl(ctx, CTRL_DONE, ctx->eos ? 0 : CTRL_F_WANT, 0);
+        rc = scimq__prefetch_settle(ctx->pf, CTRL_DONE, 0, 0);
         if (rc != 0)
             return ctx->error = rc;
-        ctx->want_out = !ctx->eos;
     }
     if (ctx->eos)
         return SCIMQ_EOS;
-    if (!ctx->want_out) {
-        rc = send_ctrl(ctx, CTRL_WANT, 0, 0);
-        if (rc != 0)
-            return ctx->error = rc;
-        ctx->want_out = true;
+    rc = scimq__prefetch_take(ctx->pf, &r, deadline, stop_flag);
+    if (rc == SCIMQ_ESTOPPED)
+        return stop(ctx); /* the BYE gives back what was prefetched */
+    if (rc == SCIMQ_EOS) {
+        ctx->eos = true;
+        return SCIMQ_EOS;
     }
-    for (;;) {
-        struct scimq_mpi_op *op = pending_recv(ctx);
-        struct scimq_mpi_ctrl m;
-
-        if (op == NULL && progress(ctx, &op, NULL) < 0)
-            return ctx->error = SCIMQ_EFABRIC;
-        if (op == NULL && stop_pending(ctx))
-            return stop(ctx); /* the BYE gives back what comes */
-        if (op == NULL) {
-            if (scimq__mpi_now_ns() >= deadline)
-                return timeout_ms == 0 ? SCIMQ_EAGAIN : SCIMQ_ETIMEDOUT;
-            scimq__mpi_backoff(&spins);
-            continue;
-        }
-        m = op->msg;
-        rc = repost_recv(ctx, op);
-        if (rc != 0)
-            return ctx->error = rc;
-        if (m.magic != SCIMQ_MPI_CTRL_MAGIC)
-            return ctx->error = SCIMQ_EPROTO;
-        ctx->want_out = false;
-        if (m.type == CTRL_EOS) {
-            ctx->eos = true;
-            return SCIMQ_EOS;
-        }
-        if (m.type == CTRL_ERR)
-            return ctx->error = m.code != 0 ? m.code : SCIMQ_EIO;
-        if (m.type != CTRL_MSG)
-            continue;
-        rc = msg_check(ctx, &m);
-        if (rc == 0)
-            rc = fetch(ctx, &m);
-        if (rc == 0)
-            rc = meta_parse(ctx, &m, msg);
-        ctx->slot = m.slot;
-        ctx->gen = m.gen;
-        if (rc != 0) {
-            SCIMQ_LOG_ERROR(MPI, "rank %d: bad message from the agent: %s",
-                            ctx->rank, scimq_strerror(rc));
-            /* Return it so that another rank (or job) processes it. */
-            (void) send_ctrl(ctx, CTRL_NACK, CTRL_F_REQUEUE, 0);
-            return ctx->error = rc;
-        }
-        ctx->holding = true;
-        ctx->messages++;
-        ctx->bytes += msg->len;
-        return 0;
+    if (rc == SCIMQ_EAGAIN || rc == SCIMQ_ETIMEDOUT)
+        return rc;
+    if (rc != 0)
+        return ctx->error = rc;
+    ctx->slot = r.m.slot;
+    ctx->gen = r.m.gen;
+    rc = meta_parse(ctx, &r, msg);
+    if (rc != 0) {
+        SCIMQ_LOG_ERROR(MPI, "rank %d: bad block table from the agent: %s",
+                        ctx->rank, scimq_strerror(rc));
+        /* Return it so that another rank (or job) processes it. */
+        (void) scimq__prefetch_settle(ctx->pf, CTRL_NACK, CTRL_F_REQUEUE, 0);
+        return ctx->error = rc;
     }
+    ctx->holding = true;
+    ctx->messages++;
+    ctx->bytes += msg->len;
+    return 0;
 }
 
 int
@@ -545,7 +396,7 @@ settle(scimq_mpi_t *ctx, scimq_mpi_msg_t *msg, uint16_t type, uint16_t flags)
         msg->handle != (((uint64_t) ctx->slot << 48) ^ ctx->gen))
         return SCIMQ_ESTATE;
     ctx->holding = false;
-    rc = send_ctrl(ctx, type, flags, 0);
+    rc = scimq__prefetch_settle(ctx->pf, type, flags, 0);
     msg->data = NULL;
     msg->len = 0;
     return rc;
@@ -572,7 +423,9 @@ scimq_mpi_extend(scimq_mpi_t *ctx, const scimq_mpi_msg_t *msg,
     if (ctx == NULL || msg == NULL || !ctx->holding ||
         msg->handle != (((uint64_t) ctx->slot << 48) ^ ctx->gen))
         return SCIMQ_ESTATE;
-    return send_ctrl(ctx, CTRL_EXTEND, 0, lease_ms);
+    if (lease_ms == 0)
+        return SCIMQ_EINVAL;
+    return scimq__prefetch_settle(ctx->pf, CTRL_EXTEND, 0, lease_ms);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -637,12 +490,7 @@ ctx_free(scimq_mpi_t *ctx)
         return;
     if (ctx->put_client != NULL)
         (void) scimq_client_close(ctx->put_client);
-    scimq__fabric_mr_dereg(&ctx->ops_mr);
-    scimq__fabric_mr_dereg(&ctx->buf_mr);
-    scimq__fabric_close(&ctx->fab);
-    if (ctx->buf != NULL)
-        munmap(ctx->buf, ctx->buf_size);
-    free(ctx->ops);
+    scimq__prefetch_close(ctx->pf);
     free(ctx->url);
     free(ctx->queue);
     free(ctx->provider);
@@ -655,41 +503,19 @@ ctx_free(scimq_mpi_t *ctx)
     free(ctx);
 }
 
-/* This rank's endpoint, buffer and control operations. */
+/* This rank's endpoint and buffers (prefetch.c). */
 static int
 rank_open(scimq_mpi_t *ctx)
 {
-    size_t page = (size_t) sysconf(_SC_PAGESIZE);
-    int rc = scimq__fabric_open(&ctx->fab, ctx->provider);
+    struct scimq_mpi_prefetch_cfg cfg = {
+        .provider = ctx->provider,
+        .max_message = ctx->opt.max_message,
+        .depth = ctx->prefetch,
+        .node_rank = (uint32_t) ctx->node_rank,
+        .world_rank = ctx->rank,
+    };
 
-    if (rc != 0)
-        return rc;
-    ctx->buf_size = scimq__mpi_slot_size(ctx->opt.max_message);
-    ctx->buf = mmap(NULL, ctx->buf_size, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (ctx->buf == MAP_FAILED) {
-        ctx->buf = NULL;
-        return SCIMQ_ENOMEM;
-    }
-    (void) madvise(ctx->buf, ctx->buf_size, MADV_HUGEPAGE);
-    /* Touch every page now: first-touch faults are slow on the data path. */
-    for (size_t off = 0; off < ctx->buf_size; off += page)
-        ctx->buf[off] = 0;
-    rc = scimq__fabric_mr_reg(&ctx->fab, ctx->buf, ctx->buf_size, 3,
-                              &ctx->buf_mr);
-    if (rc != 0)
-        return rc;
-    ctx->ops = calloc(RANK_OPS, sizeof(*ctx->ops));
-    if (ctx->ops == NULL)
-        return SCIMQ_ENOMEM;
-    for (int i = 0; i < RANK_OPS; i++) {
-        ctx->ops[i].kind = i < RANK_OP_SEND0  ? OP_RECV
-                           : i < RANK_OP_READ ? OP_SEND
-                                              : OP_READ;
-        ctx->ops[i].index = i;
-    }
-    return scimq__fabric_mr_reg(&ctx->fab, ctx->ops,
-                                RANK_OPS * sizeof(*ctx->ops), 4, &ctx->ops_mr);
+    return scimq__prefetch_open(&cfg, &ctx->pf);
 }
 
 int
@@ -762,17 +588,15 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
     addrs = calloc((size_t) ctx->node_size, SCIMQ_FABRIC_ADDR_MAX);
     pids = calloc((size_t) ctx->node_size, sizeof(*pids));
     if (addrs == NULL || pids == NULL ||
-        MPI_Gather(ctx->fab.addr, SCIMQ_FABRIC_ADDR_MAX, MPI_BYTE, addrs,
-                   SCIMQ_FABRIC_ADDR_MAX, MPI_BYTE, 0,
+        MPI_Gather(scimq__prefetch_addr(ctx->pf), SCIMQ_FABRIC_ADDR_MAX,
+                   MPI_BYTE, addrs, SCIMQ_FABRIC_ADDR_MAX, MPI_BYTE, 0,
                    ctx->node_comm) != MPI_SUCCESS ||
         MPI_Gather(&pid, 1, MPI_INT32_T, pids, 1, MPI_INT32_T, 0,
                    ctx->node_comm) != MPI_SUCCESS) {
         rc = SCIMQ_EMPI;
     }
     if (rc == 0)
-        rc = scimq__fabric_av_insert(&ctx->fab, ctx->ai.addr, &ctx->agent_fa);
-    for (int i = RANK_OP_RECV0; rc == 0 && i < RANK_OP_RECV0 + 2; i++)
-        rc = repost_recv(ctx, &ctx->ops[i]);
+        rc = scimq__prefetch_start(ctx->pf, &ctx->ai);
     if (rc == 0 && ctx->node_rank == 0)
         rc = scimq__agent_start(ctx->agent, addrs, SCIMQ_FABRIC_ADDR_MAX, pids,
                                 ctx->node_size);
@@ -807,26 +631,22 @@ out:
 int
 scimq_mpi_finalize(scimq_mpi_t *ctx)
 {
-    unsigned int spins = 0;
     int rc = 0;
 
     if (ctx == NULL)
         ctx = default_ctx;
     if (ctx == NULL)
         return SCIMQ_ESTATE;
-    if (ctx->holding) {
-        ctx->holding = false;
-        rc = send_ctrl(ctx, CTRL_DONE, 0, 0);
-    }
+    /* One BYE, acknowledging the message in hand (two sends could cross
+     * and give it back). */
     if (!ctx->stopped && (ctx->error == 0 || ctx->error == SCIMQ_EOS))
-        (void) send_ctrl(ctx, CTRL_BYE, 0, 0);
-    /* Let the sends leave before the endpoint closes. */
-    while ((ctx->ops[RANK_OP_SEND0].busy || ctx->ops[RANK_OP_SEND0 + 1].busy) &&
-           spins < 20000) {
-        if (progress(ctx, NULL, NULL) < 0)
-            break;
-        scimq__mpi_backoff(&spins);
-    }
+        rc = scimq__prefetch_bye(ctx->pf, ctx->holding);
+    else if (ctx->holding)
+        rc = scimq__prefetch_settle(ctx->pf, CTRL_DONE, 0, 0);
+    ctx->holding = false;
+    /* Let the messages leave before the endpoint closes. */
+    scimq__prefetch_close(ctx->pf);
+    ctx->pf = NULL;
     /* The agent leaves once every rank of its node said BYE. */
     MPI_Barrier(ctx->node_comm);
     if (ctx->agent != NULL) {

@@ -1,25 +1,32 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * libscimq-mpi internals shared by the rank side (runtime.c) and the agent
- * (agent.c).
+ * libscimq-mpi internals shared by the rank side (runtime.c, prefetch.c)
+ * and the agent (agent.c).
  *
- * The agent-to-rank protocol (libfabric messages on one node, between
- * processes of the same build, so a fixed C layout is fine):
+ * The agent-to-rank protocol: libfabric messages between the ranks of a
+ * (pseudo-)node and its agent, each one header (struct scimq_mpi_ctrl,
+ * versioned, every field checked by scimq__ctrl_check(), ctrl.c):
  *
- *   rank  -> agent  WANT             "give me a message when you have one"
- *   agent -> rank   MSG slot,gen,... "read read_len bytes at raddr/key"
+ *   rank  -> agent  WANT             one credit: "send me one message"
+ *   agent -> rank   MSG slot,gen,... a message: inline (block table and
+ *                                    payload follow the header in the same
+ *                                    libfabric message) or by reference
+ *                                    (the rank reads it at raddr/key)
  *   rank  -> agent  DONE slot,gen    processed: ack it to the gateway
- *                   (+WANT flag: and give me the next one)
+ *                   (+WANT flag: and one credit more)
  *   rank  -> agent  NACK / EXTEND    give back / keep the lease alive
  *   agent -> rank   EOS | ERR code   end of stream / the agent failed
- *   rank  -> agent  BYE              this rank leaves
+ *   rank  -> agent  BYE              this rank leaves (+DONE flag: and the
+ *                                    message in hand is done)
  *
- * A rank has at most one WANT outstanding, so a rank that is busy simply
- * does not ask: that is the whole load-balancing mechanism.
+ * A rank holds at most P + 1 credits and messages together (P, the
+ * prefetch depth, prefetch.c), so a busy rank simply does not ask: that is
+ * the whole load-balancing mechanism.
  *
- * Pool slot layout: [ .. meta | payload ], the payload at SLOT_META bytes
- * into the slot, the block table (meta) written just before it, so one
- * read fetches both.
+ * Pool slot layout: [ .. header | meta | payload ], the payload at
+ * SLOT_META bytes into the slot, the block table (meta) written just
+ * before it and, for an inline MSG, the header before that, so one read
+ * (or one send) carries everything.
  */
 #ifndef SCIMQ_MPI_RUNTIME_H
 #define SCIMQ_MPI_RUNTIME_H
@@ -27,6 +34,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <scimq/mpi.h>
@@ -34,10 +42,18 @@
 #include "fabric.h"
 
 #define SCIMQ_MPI_CTRL_MAGIC 0x53514d43u /* "SQMC" */
-/* Room for the block table in front of each payload. */
+/* Bumped on any change of the header or of its rules. */
+#define SCIMQ_MPI_CTRL_VERSION 2u
+/* Room for the block table (and an inline header) before each payload. */
 #define SCIMQ_MPI_SLOT_META 4096u
 /* Blocks per message the runtime hands to ranks. */
 #define SCIMQ_MPI_MAX_BLOCKS 64u
+/* Prefetch depth: the largest P, and the bound of "auto". */
+#define SCIMQ_MPI_PREFETCH_MAX 8
+#define SCIMQ_MPI_PREFETCH_AUTO_MAX 4
+/* Default inline threshold (block table + payload), measured with
+ * bench/scimq-rma-bench (bench/README.md). */
+#define SCIMQ_MPI_INLINE_DEFAULT (64u << 10)
 
 enum scimq_mpi_ctrl_type {
     CTRL_WANT = 1,
@@ -50,29 +66,57 @@ enum scimq_mpi_ctrl_type {
     CTRL_ERR
 };
 
-#define CTRL_F_WANT (1u << 0)    /* DONE/NACK: and send the next one */
+#define CTRL_F_WANT (1u << 0)    /* DONE/NACK: and one credit more */
 #define CTRL_F_REQUEUE (1u << 1) /* NACK: requeue (else dead-letter) */
 /* BYE: the message in hand (slot, gen) is done: acknowledged before the
  * rest is given back (one message, so the two cannot cross). */
 #define CTRL_F_DONE (1u << 2)
 
+/* Host layout: agent and ranks are one build on one kind of machine, and
+ * the version and header length say so on every message. */
 struct scimq_mpi_ctrl {
-    uint32_t magic;
+    uint32_t magic;   /* SCIMQ_MPI_CTRL_MAGIC */
+    uint16_t version; /* SCIMQ_MPI_CTRL_VERSION */
+    uint16_t hdr_len; /* sizeof(struct scimq_mpi_ctrl) */
     uint16_t type;
     uint16_t flags;
-    uint32_t rank; /* sender's rank on the node */
+    uint32_t rank; /* the rank (of the node) that sends or is sent to */
     uint32_t slot;
+    uint32_t attempt;
     uint64_t gen; /* slot generation: a stale DONE is ignored */
     uint64_t raddr;
     uint64_t key;
-    uint64_t read_len;
     uint64_t payload_len;
     uint64_t msg_id;
     uint32_t meta_len;
-    uint32_t attempt;
+    uint32_t inline_len; /* bytes after the header: meta_len + payload_len
+                            for an inline MSG, else 0 */
     int32_t code;
     uint32_t lease_ms;
 };
+
+#define SCIMQ_MPI_CTRL_LEN ((uint32_t) sizeof(struct scimq_mpi_ctrl))
+/* The longest block table: the slot's room less an inline header. */
+#define SCIMQ_MPI_META_MAX (SCIMQ_MPI_SLOT_META - SCIMQ_MPI_CTRL_LEN)
+
+/* A header of type for rank, every other field zero. */
+void scimq__ctrl_init(struct scimq_mpi_ctrl *c, uint16_t type, uint32_t rank);
+
+/*
+ * Checks a received control message of len bytes against the protocol:
+ * magic, version, header length, a type valid in this direction
+ * (to_agent), its flags, the total length, and that every field the type
+ * does not use is zero.  Returns 0 or SCIMQ_EPROTO_{MAGIC,VERSION,HDRLEN,
+ * OPCODE,FLAGS,LENGTHS,RESERVED,ARGS}.  What depends on the receiver's
+ * state (rank and slot numbers, addresses, sizes) the receiver checks.
+ */
+int scimq__ctrl_check(const struct scimq_mpi_ctrl *c, size_t len,
+                      bool to_agent);
+
+/* Logs a failed check, naming a version mismatch plainly (the two sides
+ * are different builds of libscimq-mpi). */
+void scimq__ctrl_log_bad(const char *who, const struct scimq_mpi_ctrl *c,
+                         size_t len, int rc);
 
 /* A libfabric operation context (FI_CONTEXT2 comes first). */
 struct scimq_mpi_op {
@@ -82,6 +126,7 @@ struct scimq_mpi_op {
     int peer;     /* agent sends: the node rank sent to */
     bool busy;    /* a send in flight */
     bool pending; /* a receive completed, not yet handled */
+    size_t len;   /* a completed receive's length */
     struct scimq_mpi_ctrl msg;
 };
 
@@ -95,7 +140,9 @@ struct scimq_mpi_agent_info {
     uint64_t pool_len;
     uint64_t pool_key;
     uint64_t slot_size;
-    int32_t rc; /* the agent's start-up result */
+    uint64_t inline_max; /* MSG carries up to this much meta + payload */
+    int32_t credits_max; /* credits + messages a rank may hold: P_max + 1 */
+    int32_t rc;          /* the agent's start-up result */
 };
 
 struct scimq_mpi_agent;
@@ -106,15 +153,12 @@ struct scimq_mpi {
     char *url, *queue, *provider, *token_file;
     scimq_mpi_options_t opt;
 
-    struct scimq_fabric fab;
-    struct scimq_fabric_mr buf_mr, ops_mr;
-    uint8_t *buf; /* SLOT_META + max_message */
-    size_t buf_size;
-    struct scimq_mpi_op *ops; /* 0-1: receives, 2-3: sends, 4: read */
-    fi_addr_t agent_fa;
+    int prefetch; /* P, or -1: auto */
+    uint64_t inline_max;
+    struct scimq_mpi_prefetch *pf; /* this rank's endpoint and buffers */
     struct scimq_mpi_agent_info ai;
 
-    bool holding, want_out, eos;
+    bool holding, eos;
     bool stopped; /* a stop was handled: DONE and BYE sent */
     int error;
     uint32_t slot;
@@ -158,6 +202,9 @@ scimq__mpi_slot_size(uint64_t max_message)
  * for a few milliseconds after scimq__mpi_hot() (backoff.c). */
 void scimq__mpi_backoff(unsigned int *spins);
 void scimq__mpi_hot(void);
+/* The same decision without the wait: 0 (yield) or nanoseconds to sleep,
+ * for a caller that sleeps on its own condition variable. */
+uint64_t scimq__mpi_backoff_ns(unsigned int *spins);
 
 /* Nanoseconds on CLOCK_MONOTONIC (backoff.c). */
 uint64_t scimq__mpi_now_ns(void);

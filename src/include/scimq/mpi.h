@@ -52,7 +52,8 @@ typedef struct scimq_mpi_options {
     /** Largest message a rank can receive (pool slot and rank buffer);
      *  0: $SCIMQ_MPI_MAX_MESSAGE, else 16 MiB. */
     uint64_t max_message;
-    /** Pool slots per rank on the node (prefetch depth); 0: 2. */
+    /** Pool slots per rank on the node; 0: $SCIMQ_MPI_SLOTS_PER_RANK, else
+     *  the prefetch depth + 2 (what a rank may hold, and one ready). */
     uint32_t slots_per_rank;
     /** Token file; NULL: $SCIMQ_TOKEN_FILE. */
     const char *token_file;
@@ -61,6 +62,17 @@ typedef struct scimq_mpi_options {
      *  lets it expire (a hung rank is bounded); 0: $SCIMQ_MPI_MAX_HOLD_MS,
      *  else 3600000 (one hour). */
     uint64_t max_hold_ms;
+    /** Prefetch depth P: each rank keeps up to P messages ready in its own
+     *  buffers (its progress thread reads them while the application
+     *  computes), so a rank holds at most P + 1; "0" (read only when
+     *  asked, the synchronous drain), "1".."8", or "auto" (P from the
+     *  measured fetch and service times, 1..4); NULL: $SCIMQ_MPI_PREFETCH,
+     *  else "1". */
+    const char *prefetch;
+    /** Messages whose block table and payload together are at most this
+     *  long travel inside the agent's control message (no RMA read); 0:
+     *  $SCIMQ_MPI_INLINE_MAX (0 there: never), else 64 KiB. */
+    uint64_t inline_max;
 } scimq_mpi_options_t;
 
 /** Fills opts with the defaults above. */

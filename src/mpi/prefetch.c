@@ -1,0 +1,833 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Prefetch: the rank keeps up to P messages ready in its own registered
+ * buffers while the application computes on the one in hand.
+ *
+ * Who moves the bytes (measured on libfabric 1.17, shm and tcp;ofi_rxm,
+ * 64 KiB and 16 MiB): an RMA aimed at a process that does not poll its
+ * completion queue waits until it polls again, whichever side starts it.
+ * An agent writing into a computing rank's buffers stalls (fi_write
+ * returns -FI_EAGAIN for as long as the rank computes), and on shm a
+ * rank's fi_read is a copy done inside the call by the calling thread.
+ * Either way the transfer overlaps the application's work only if a
+ * thread of the rank drives the endpoint meanwhile.  So this module owns
+ * the rank's endpoint and runs one progress thread on it; the application
+ * thread never touches libfabric (FI_THREAD_DOMAIN holds: one thread per
+ * endpoint) and meets the progress thread only under one mutex, to take a
+ * ready buffer or to hand back the one it is done with.
+ *
+ * Credits.  The rank has P + 1 buffers (auto: SCIMQ_MPI_PREFETCH_AUTO_MAX
+ * + 1), and asks its agent for one message per credit (WANT, or the WANT
+ * flag of a DONE).  It keeps credits + messages on their way + ready + in
+ * hand at P + 1 at most, so a rank that is slow never holds more than
+ * P + 1 messages: the load-balance cost of prefetch is that a rank may
+ * sit on up to P messages that an idle rank could have processed, which
+ * at the end of a stream is up to P service times of imbalance per rank.
+ * With P = 0 the rank asks only while the application waits in next():
+ * the synchronous drain of runtime v1.
+ *
+ * Auto: P follows the bounded-buffer model.  A message must be asked for
+ * one fetch time t ahead of its use, and the application uses one every
+ * service time s, so P = ceil(t / s) keeps it from waiting (t: from a
+ * credit to the message ready here, which includes the agent's wait for
+ * the gateway; s: from a message handed out to its release), within
+ * [1, SCIMQ_MPI_PREFETCH_AUTO_MAX], both averaged over the last messages.
+ *
+ * Inline messages (the agent's MSG carries the block table and payload)
+ * are copied from the receive buffer into a message buffer, so that every
+ * message the application sees lives in one of the P + 1 buffers.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <scimq/error.h>
+
+#include "common/log.h"
+#include "prefetch.h"
+
+#define NSEND 4
+#define NREQ 32
+/* Receives posted: one per buffer (at most one MSG each) and two for an
+ * EOS or ERR. */
+#define EXTRA_RECV 2
+/* How long close() lets queued control messages leave. */
+#define CLOSE_DRAIN_NS (2000000000ull)
+/* Weight of a new sample in the auto averages: 1/8. */
+#define EWMA_SHIFT 3
+
+enum buf_state { B_FREE, B_POST_READ, B_FILLING, B_READY, B_HELD };
+enum { K_RECV = 1, K_SEND, K_READ };
+
+struct pf_op {
+    struct fi_context2 fictx; /* first: the libfabric context */
+    int kind, index;
+    bool busy;
+};
+
+struct pf_buf {
+    uint8_t *base;           /* buf_size bytes: [ .. meta | payload ] */
+    enum buf_state state;    /* under lock */
+    struct scimq_mpi_ctrl m; /* the MSG it holds */
+    uint64_t credit_ns;      /* when the credit it answers was given */
+    struct pf_op read;
+};
+
+struct pf_req {
+    uint16_t type, flags;
+    uint32_t slot, lease_ms;
+    uint64_t gen;
+};
+
+struct scimq_mpi_prefetch {
+    struct scimq_mpi_prefetch_cfg cfg;
+    struct scimq_fabric fab;
+    struct scimq_fabric_mr buf_mr, recv_mr, send_mr;
+    uint8_t *area; /* nbuf message buffers */
+    size_t buf_size, area_len;
+    int nbuf;
+    struct pf_buf *bufs;
+
+    struct scimq_mpi_agent_info ai;
+    fi_addr_t agent_fa;
+    uint8_t *recv_area; /* nrecv receive buffers of recv_size */
+    size_t recv_size;
+    int nrecv;
+    struct pf_op *recv_ops;
+    struct scimq_mpi_ctrl *send_hdrs; /* NSEND, registered */
+    struct pf_op send_ops[NSEND];
+
+    pthread_t thread;
+    bool started;
+
+    /* Progress thread only. */
+    int credits_out;
+    uint64_t credit_ns[SCIMQ_MPI_PREFETCH_MAX + 1]; /* FIFO of credits */
+    int credit_head;
+
+    /* Shared, under lock. */
+    pthread_mutex_t lock;
+    pthread_cond_t app_cv, io_cv;
+    int ready[SCIMQ_MPI_PREFETCH_MAX + 1];
+    int ready_head, ready_n;
+    int held; /* buffer in hand, or -1 */
+    struct pf_req req[NREQ];
+    int req_head, req_n;
+    int depth; /* current P */
+    bool app_waiting, eos, bye, quit;
+    int error;
+    uint64_t handed_ns, ewma_fetch_ns, ewma_service_ns;
+};
+
+int
+scimq__prefetch_depth(const struct scimq_mpi_prefetch *pf)
+{
+    return pf->depth;
+}
+
+const uint8_t *
+scimq__prefetch_addr(const struct scimq_mpi_prefetch *pf)
+{
+    return pf->fab.addr;
+}
+
+int
+scimq__prefetch_open(const struct scimq_mpi_prefetch_cfg *cfg,
+                     struct scimq_mpi_prefetch **pf_p)
+{
+    struct scimq_mpi_prefetch *pf = calloc(1, sizeof(*pf));
+    size_t page = (size_t) sysconf(_SC_PAGESIZE);
+    int rc;
+
+    if (pf == NULL)
+        return SCIMQ_ENOMEM;
+    pf->cfg = *cfg;
+    pf->held = -1;
+    pf->depth = cfg->depth < 0 ? 1 : cfg->depth;
+    pf->nbuf = (cfg->depth < 0 ? SCIMQ_MPI_PREFETCH_AUTO_MAX : cfg->depth) + 1;
+    pthread_mutex_init(&pf->lock, NULL);
+    pthread_cond_init(&pf->app_cv, NULL);
+    pthread_cond_init(&pf->io_cv, NULL);
+    *pf_p = pf;
+    rc = scimq__fabric_open(&pf->fab, cfg->provider);
+    if (rc != 0)
+        return rc;
+    pf->buf_size = scimq__mpi_slot_size(cfg->max_message);
+    pf->area_len = pf->buf_size * (size_t) pf->nbuf;
+    pf->area = mmap(NULL, pf->area_len, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (pf->area == MAP_FAILED) {
+        pf->area = NULL;
+        return SCIMQ_ENOMEM;
+    }
+    (void) madvise(pf->area, pf->area_len, MADV_HUGEPAGE);
+    /* Touch every page now: first-touch faults are slow on the data path. */
+    for (size_t off = 0; off < pf->area_len; off += page)
+        pf->area[off] = 0;
+    rc = scimq__fabric_mr_reg(&pf->fab, pf->area, pf->area_len, 3, &pf->buf_mr);
+    if (rc != 0)
+        return rc;
+    pf->bufs = calloc((size_t) pf->nbuf, sizeof(*pf->bufs));
+    if (pf->bufs == NULL)
+        return SCIMQ_ENOMEM;
+    for (int i = 0; i < pf->nbuf; i++) {
+        pf->bufs[i].base = pf->area + (size_t) i * pf->buf_size;
+        pf->bufs[i].read.kind = K_READ;
+        pf->bufs[i].read.index = i;
+    }
+    return 0;
+}
+
+static uint8_t *
+recv_buf(struct scimq_mpi_prefetch *pf, int i)
+{
+    return pf->recv_area + (size_t) i * pf->recv_size;
+}
+
+static int
+post_recv(struct scimq_mpi_prefetch *pf, int i)
+{
+    return scimq__fabric_recv(&pf->fab, recv_buf(pf, i), pf->recv_size,
+                              pf->recv_mr.desc, &pf->recv_ops[i]);
+}
+
+static void *pf_main(void *arg);
+
+int
+scimq__prefetch_start(struct scimq_mpi_prefetch *pf,
+                      const struct scimq_mpi_agent_info *ai)
+{
+    int rc;
+
+    pf->ai = *ai;
+    if (ai->credits_max < pf->nbuf) {
+        /* Agent and ranks read the same settings; this is a bug. */
+        SCIMQ_LOG_ERROR(MPI,
+                        "rank %d: the agent allows %d messages per rank, "
+                        "this rank wants %d",
+                        pf->cfg.world_rank, (int) ai->credits_max, pf->nbuf);
+        return SCIMQ_ECONFIG;
+    }
+    rc = scimq__fabric_av_insert(&pf->fab, ai->addr, &pf->agent_fa);
+    if (rc != 0)
+        return rc;
+    pf->nrecv = pf->nbuf + EXTRA_RECV;
+    pf->recv_size =
+        (SCIMQ_MPI_CTRL_LEN + SCIMQ_MPI_META_MAX + ai->inline_max + 63) &
+        ~(size_t) 63;
+    pf->recv_area = calloc((size_t) pf->nrecv, pf->recv_size);
+    pf->recv_ops = calloc((size_t) pf->nrecv, sizeof(*pf->recv_ops));
+    pf->send_hdrs = calloc(NSEND, sizeof(*pf->send_hdrs));
+    if (pf->recv_area == NULL || pf->recv_ops == NULL || pf->send_hdrs == NULL)
+        return SCIMQ_ENOMEM;
+    rc = scimq__fabric_mr_reg(&pf->fab, pf->recv_area,
+                              (size_t) pf->nrecv * pf->recv_size, 4,
+                              &pf->recv_mr);
+    if (rc == 0)
+        rc = scimq__fabric_mr_reg(&pf->fab, pf->send_hdrs,
+                                  NSEND * sizeof(*pf->send_hdrs), 5,
+                                  &pf->send_mr);
+    if (rc != 0)
+        return rc;
+    for (int i = 0; i < NSEND; i++) {
+        pf->send_ops[i].kind = K_SEND;
+        pf->send_ops[i].index = i;
+    }
+    for (int i = 0; i < pf->nrecv; i++) {
+        pf->recv_ops[i].kind = K_RECV;
+        pf->recv_ops[i].index = i;
+        rc = post_recv(pf, i);
+        if (rc != 0)
+            return rc;
+    }
+    if (pthread_create(&pf->thread, NULL, pf_main, pf) != 0)
+        return SCIMQ_ENOMEM;
+    pf->started = true;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The progress thread                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Ends the hop with rc (the first error wins); under lock. */
+static void
+fail_locked(struct scimq_mpi_prefetch *pf, int rc)
+{
+    if (pf->error == 0)
+        pf->error = rc;
+    pthread_cond_broadcast(&pf->app_cv);
+}
+
+static void
+fail(struct scimq_mpi_prefetch *pf, int rc)
+{
+    pthread_mutex_lock(&pf->lock);
+    fail_locked(pf, rc);
+    pthread_mutex_unlock(&pf->lock);
+}
+
+static uint64_t
+ewma(uint64_t avg, uint64_t sample)
+{
+    if (avg == 0)
+        return sample;
+    return avg - (avg >> EWMA_SHIFT) + (sample >> EWMA_SHIFT);
+}
+
+/* A buffer's message is complete: ready for the application; under lock. */
+static void
+ready_locked(struct scimq_mpi_prefetch *pf, int b)
+{
+    struct pf_buf *buf = &pf->bufs[b];
+
+    buf->state = B_READY;
+    pf->ready[(pf->ready_head + pf->ready_n) % pf->nbuf] = b;
+    pf->ready_n++;
+    pf->ewma_fetch_ns =
+        ewma(pf->ewma_fetch_ns, scimq__mpi_now_ns() - buf->credit_ns);
+    pthread_cond_signal(&pf->app_cv);
+}
+
+/* Checks a MSG by reference against what the agent announced before any
+ * RMA: a bad read would break the endpoint for good. */
+static int
+msg_check(const struct scimq_mpi_prefetch *pf, const struct scimq_mpi_ctrl *m)
+{
+    uint64_t lo = pf->ai.pool_raddr, hi = lo + pf->ai.pool_len;
+    uint64_t len = (uint64_t) m->meta_len + m->payload_len;
+
+    if (m->payload_len > pf->buf_size - SCIMQ_MPI_SLOT_META)
+        return SCIMQ_EPROTO_TOOBIG;
+    if (m->inline_len != 0)
+        return m->inline_len <= pf->ai.inline_max ? 0 : SCIMQ_EPROTO_TOOBIG;
+    if (m->key != pf->ai.pool_key || m->raddr < lo || m->raddr > hi ||
+        len > hi - m->raddr)
+        return SCIMQ_EPROTO_ARGS;
+    return 0;
+}
+
+static int
+post_read(struct scimq_mpi_prefetch *pf, int b)
+{
+    struct pf_buf *buf = &pf->bufs[b];
+    uint8_t *dst = buf->base + SCIMQ_MPI_SLOT_META - buf->m.meta_len;
+
+    return scimq__fabric_read(
+        &pf->fab, dst, (size_t) buf->m.meta_len + buf->m.payload_len,
+        pf->buf_mr.desc, pf->agent_fa, buf->m.raddr, buf->m.key, &buf->read);
+}
+
+static void
+on_msg(struct scimq_mpi_prefetch *pf, const struct scimq_mpi_ctrl *m)
+{
+    int b = -1, rc = msg_check(pf, m);
+
+    if (rc == 0 && pf->credits_out == 0)
+        rc = SCIMQ_EPROTO_ARGS; /* a message nobody asked for */
+    if (rc != 0) {
+        SCIMQ_LOG_ERROR(MPI, "rank %d: bad message from the agent: %s",
+                        pf->cfg.world_rank, scimq_strerror(rc));
+        fail(pf, rc);
+        return;
+    }
+    pthread_mutex_lock(&pf->lock);
+    for (int i = 0; i < pf->nbuf && b < 0; i++)
+        if (pf->bufs[i].state == B_FREE)
+            b = i;
+    if (b < 0) {
+        /* Credits never exceed free buffers: a bug on one side. */
+        fail_locked(pf, SCIMQ_EPROTO_ARGS);
+        pthread_mutex_unlock(&pf->lock);
+        return;
+    }
+    pf->credits_out--;
+    pf->bufs[b].m = *m;
+    pf->bufs[b].credit_ns = pf->credit_ns[pf->credit_head];
+    pf->credit_head = (pf->credit_head + 1) % (SCIMQ_MPI_PREFETCH_MAX + 1);
+    if (m->inline_len != 0) {
+        /* Outside the lock would be nicer; it is at most inline_max. */
+        memcpy(pf->bufs[b].base + SCIMQ_MPI_SLOT_META - m->meta_len,
+               (const uint8_t *) m + SCIMQ_MPI_CTRL_LEN, m->inline_len);
+        ready_locked(pf, b);
+    } else {
+        pf->bufs[b].state = B_POST_READ;
+    }
+    pthread_mutex_unlock(&pf->lock);
+}
+
+static void
+on_recv(struct scimq_mpi_prefetch *pf, struct pf_op *op, size_t len)
+{
+    const struct scimq_mpi_ctrl *m =
+        (const struct scimq_mpi_ctrl *) recv_buf(pf, op->index);
+    int rc = scimq__ctrl_check(m, len, false);
+
+    if (rc == 0 && m->rank != pf->cfg.node_rank)
+        rc = SCIMQ_EPROTO_ARGS;
+    if (rc != 0) {
+        scimq__ctrl_log_bad("rank", m, len, rc);
+        fail(pf, rc);
+    } else if (m->type == CTRL_MSG) {
+        on_msg(pf, m);
+    } else {
+        pthread_mutex_lock(&pf->lock);
+        if (m->type == CTRL_EOS) {
+            pf->eos = true;
+            pf->credits_out = 0;
+            pthread_cond_broadcast(&pf->app_cv);
+        } else {
+            fail_locked(pf, m->code);
+        }
+        pthread_mutex_unlock(&pf->lock);
+    }
+    rc = post_recv(pf, op->index);
+    if (rc != 0)
+        fail(pf, rc);
+}
+
+/* Reaps completions; returns how many (or 0 after a failed one). */
+static int
+reap(struct scimq_mpi_prefetch *pf)
+{
+    struct scimq_fabric_cqe cqe[8];
+    int n = scimq__fabric_poll(&pf->fab, cqe, 8);
+
+    if (n < 0) {
+        struct pf_op *op = cqe[0].context;
+
+        if (op != NULL && op->kind == K_SEND)
+            op->busy = false;
+        fail(pf, SCIMQ_EFABRIC);
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        struct pf_op *op = cqe[i].context;
+
+        if (op->kind == K_SEND) {
+            op->busy = false;
+        } else if (op->kind == K_RECV) {
+            on_recv(pf, op, cqe[i].len);
+        } else {
+            pthread_mutex_lock(&pf->lock);
+            ready_locked(pf, op->index);
+            pthread_mutex_unlock(&pf->lock);
+        }
+    }
+    return n;
+}
+
+/* Posts the reads that are due; a provider queue that is full is retried
+ * on the next turn. */
+static bool
+post_reads(struct scimq_mpi_prefetch *pf)
+{
+    bool did = false;
+
+    for (int b = 0; b < pf->nbuf; b++) {
+        int rc;
+
+        if (pf->bufs[b].state != B_POST_READ) /* thread-owned states */
+            continue;
+        rc = post_read(pf, b);
+        if (rc == SCIMQ_EAGAIN)
+            break;
+        if (rc != 0) {
+            fail(pf, rc);
+            break;
+        }
+        pthread_mutex_lock(&pf->lock);
+        pf->bufs[b].state = B_FILLING;
+        pthread_mutex_unlock(&pf->lock);
+        did = true;
+    }
+    return did;
+}
+
+static struct pf_op *
+free_send(struct scimq_mpi_prefetch *pf)
+{
+    for (int i = 0; i < NSEND; i++)
+        if (!pf->send_ops[i].busy)
+            return &pf->send_ops[i];
+    return NULL;
+}
+
+/* Messages this rank has claimed: credits, on their way, ready, in hand;
+ * under lock. */
+static int
+claimed_locked(const struct scimq_mpi_prefetch *pf)
+{
+    int n = pf->credits_out;
+
+    for (int i = 0; i < pf->nbuf; i++)
+        if (pf->bufs[i].state != B_FREE)
+            n++;
+    return n;
+}
+
+static bool
+may_ask_locked(const struct scimq_mpi_prefetch *pf)
+{
+    return !pf->eos && !pf->bye && !pf->quit && pf->error == 0 &&
+           claimed_locked(pf) < pf->depth + 1 &&
+           (pf->depth > 0 || pf->app_waiting);
+}
+
+/* Auto: P = ceil(t / s) within [1, AUTO_MAX]; under lock. */
+static void
+auto_depth_locked(struct scimq_mpi_prefetch *pf)
+{
+    uint64_t s = pf->ewma_service_ns, t = pf->ewma_fetch_ns;
+    int p;
+
+    if (pf->cfg.depth >= 0 || s == 0 || t == 0)
+        return;
+    p = (int) ((t + s - 1) / s);
+    pf->depth = p < 1                             ? 1
+                : p > SCIMQ_MPI_PREFETCH_AUTO_MAX ? SCIMQ_MPI_PREFETCH_AUTO_MAX
+                                                  : p;
+}
+
+/*
+ * Sends what the application queued (DONE, NACK, EXTEND, BYE) and the
+ * credits this rank may give, one libfabric send each, as send buffers
+ * allow.  Returns whether anything was sent.
+ */
+static bool
+send_pending(struct scimq_mpi_prefetch *pf)
+{
+    bool did = false;
+
+    for (;;) {
+        struct pf_op *op = free_send(pf);
+        struct scimq_mpi_ctrl *h;
+        bool credit = false;
+        int rc;
+
+        if (op == NULL)
+            break;
+        h = &pf->send_hdrs[op->index];
+        pthread_mutex_lock(&pf->lock);
+        if (pf->req_n > 0) {
+            const struct pf_req *r = &pf->req[pf->req_head];
+
+            scimq__ctrl_init(h, r->type, pf->cfg.node_rank);
+            h->flags = r->flags;
+            h->slot = r->slot;
+            h->gen = r->gen;
+            h->lease_ms = r->lease_ms;
+            pf->req_head = (pf->req_head + 1) % NREQ;
+            pf->req_n--;
+            /* The message released gives room for the next one. */
+            if ((r->type == CTRL_DONE || r->type == CTRL_NACK) &&
+                may_ask_locked(pf)) {
+                h->flags |= CTRL_F_WANT;
+                credit = true;
+            }
+        } else if (may_ask_locked(pf)) {
+            scimq__ctrl_init(h, CTRL_WANT, pf->cfg.node_rank);
+            credit = true;
+        } else {
+            pthread_mutex_unlock(&pf->lock);
+            break;
+        }
+        if (credit) {
+            int tail = (pf->credit_head + pf->credits_out) %
+                       (SCIMQ_MPI_PREFETCH_MAX + 1);
+
+            pf->credit_ns[tail] = scimq__mpi_now_ns();
+            pf->credits_out++;
+        }
+        pthread_mutex_unlock(&pf->lock);
+        do {
+            rc = scimq__fabric_send(&pf->fab, h, SCIMQ_MPI_CTRL_LEN,
+                                    pf->send_mr.desc, pf->agent_fa, op);
+            if (rc == SCIMQ_EAGAIN) {
+                (void) reap(pf);
+                sched_yield();
+            }
+        } while (rc == SCIMQ_EAGAIN);
+        if (rc != 0) {
+            fail(pf, rc);
+            break;
+        }
+        op->busy = true;
+        did = true;
+        /* An answer (or a read's completion) comes soon: stay hot. */
+        scimq__mpi_hot();
+    }
+    return did;
+}
+
+static bool
+sends_busy(const struct scimq_mpi_prefetch *pf)
+{
+    for (int i = 0; i < NSEND; i++)
+        if (pf->send_ops[i].busy)
+            return true;
+    return false;
+}
+
+static bool
+reads_busy_locked(const struct scimq_mpi_prefetch *pf)
+{
+    for (int i = 0; i < pf->nbuf; i++)
+        if (pf->bufs[i].state == B_FILLING)
+            return true;
+    return false;
+}
+
+/*
+ * Idles like scimq__mpi_backoff() (yield while hot, then sleep longer and
+ * longer), but sleeps on io_cv, so that a request of the application
+ * wakes it at once.
+ */
+static void
+idle(struct scimq_mpi_prefetch *pf, unsigned int *spins)
+{
+    uint64_t ns = scimq__mpi_backoff_ns(spins);
+    struct timespec ts;
+
+    if (ns == 0) {
+        sched_yield();
+        return;
+    }
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long) ns;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&pf->lock);
+    if (pf->req_n == 0 && !pf->quit && !may_ask_locked(pf))
+        (void) pthread_cond_timedwait(&pf->io_cv, &pf->lock, &ts);
+    pthread_mutex_unlock(&pf->lock);
+}
+
+static void *
+pf_main(void *arg)
+{
+    struct scimq_mpi_prefetch *pf = arg;
+    unsigned int spins = 0;
+    uint64_t quit_by = 0;
+
+    for (;;) {
+        bool busy = reap(pf) > 0;
+        bool quit, drained = false, late = false;
+
+        busy |= post_reads(pf);
+        busy |= send_pending(pf);
+        pthread_mutex_lock(&pf->lock);
+        quit = pf->quit;
+        if (quit) {
+            /* Leave once what was queued has left and no read writes
+             * into the buffers, or after CLOSE_DRAIN_NS. */
+            if (quit_by == 0)
+                quit_by = scimq__mpi_now_ns() + CLOSE_DRAIN_NS;
+            late = scimq__mpi_now_ns() > quit_by;
+            drained = (pf->req_n == 0 && !reads_busy_locked(pf)) ||
+                      pf->error != 0 || late;
+        }
+        pthread_mutex_unlock(&pf->lock);
+        if (quit && drained && (!sends_busy(pf) || late))
+            break;
+        if (busy)
+            spins = 0;
+        else
+            idle(pf, &spins);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The application's side                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Queues a control message for the progress thread; under lock.  The
+ * application issues at most a few per message, so a full queue is only
+ * waited for. */
+static int
+request_locked(struct scimq_mpi_prefetch *pf, const struct pf_req *r)
+{
+    for (int i = 0; pf->req_n == NREQ; i++) {
+        struct timespec ts;
+
+        if (pf->error != 0 || i > 5000)
+            return pf->error != 0 ? pf->error : SCIMQ_ETIMEDOUT;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 1000000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_signal(&pf->io_cv);
+        (void) pthread_cond_timedwait(&pf->app_cv, &pf->lock, &ts);
+    }
+    pf->req[(pf->req_head + pf->req_n) % NREQ] = *r;
+    pf->req_n++;
+    pthread_cond_signal(&pf->io_cv);
+    return 0;
+}
+
+int
+scimq__prefetch_take(struct scimq_mpi_prefetch *pf, struct scimq_mpi_ready *out,
+                     uint64_t deadline_ns, bool (*stop)(void))
+{
+    int rc;
+
+    pthread_mutex_lock(&pf->lock);
+    if (pf->held >= 0 || pf->bye) {
+        pthread_mutex_unlock(&pf->lock);
+        return SCIMQ_ESTATE;
+    }
+    pf->app_waiting = true;
+    pthread_cond_signal(&pf->io_cv);
+    for (unsigned int spins = 0;; spins++) {
+        struct timespec ts;
+        uint64_t now, until;
+
+        if (pf->ready_n > 0) {
+            struct pf_buf *buf;
+            int b = pf->ready[pf->ready_head];
+
+            pf->ready_head = (pf->ready_head + 1) % pf->nbuf;
+            pf->ready_n--;
+            buf = &pf->bufs[b];
+            buf->state = B_HELD;
+            pf->held = b;
+            pf->handed_ns = scimq__mpi_now_ns();
+            out->m = buf->m;
+            out->payload = buf->base + SCIMQ_MPI_SLOT_META;
+            out->meta = out->payload - buf->m.meta_len;
+            rc = 0;
+            break;
+        }
+        if (pf->error != 0) {
+            rc = pf->error;
+            break;
+        }
+        /* Drained: nothing ready, nothing on its way. */
+        if (pf->eos && !reads_busy_locked(pf) && claimed_locked(pf) == 0) {
+            rc = SCIMQ_EOS;
+            break;
+        }
+        if (stop != NULL && stop()) {
+            rc = SCIMQ_ESTOPPED;
+            break;
+        }
+        now = scimq__mpi_now_ns();
+        if (now >= deadline_ns) {
+            rc = deadline_ns == 0 ? SCIMQ_EAGAIN : SCIMQ_ETIMEDOUT;
+            break;
+        }
+        if (spins < 32) {
+            /* A message often lands within microseconds: a futex sleep
+             * and wake would cost more than that. */
+            pthread_mutex_unlock(&pf->lock);
+            sched_yield();
+            pthread_mutex_lock(&pf->lock);
+            continue;
+        }
+        /* Wake now and then to notice a stop request (set by a signal
+         * handler, which cannot signal a condition variable). */
+        until = now + 10000000u < deadline_ns ? now + 10000000u : deadline_ns;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long) (until - now);
+        while (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        (void) pthread_cond_timedwait(&pf->app_cv, &pf->lock, &ts);
+    }
+    pf->app_waiting = false;
+    pthread_mutex_unlock(&pf->lock);
+    return rc;
+}
+
+int
+scimq__prefetch_settle(struct scimq_mpi_prefetch *pf, uint16_t type,
+                       uint16_t flags, uint32_t lease_ms)
+{
+    struct pf_req r = {.type = type, .flags = flags, .lease_ms = lease_ms};
+    int rc;
+
+    pthread_mutex_lock(&pf->lock);
+    if (pf->held < 0) {
+        pthread_mutex_unlock(&pf->lock);
+        return SCIMQ_ESTATE;
+    }
+    r.slot = pf->bufs[pf->held].m.slot;
+    r.gen = pf->bufs[pf->held].m.gen;
+    rc = request_locked(pf, &r);
+    if (rc == 0 && type != CTRL_EXTEND) {
+        pf->ewma_service_ns =
+            ewma(pf->ewma_service_ns, scimq__mpi_now_ns() - pf->handed_ns);
+        auto_depth_locked(pf);
+        pf->bufs[pf->held].state = B_FREE;
+        pf->held = -1;
+    }
+    pthread_mutex_unlock(&pf->lock);
+    return rc;
+}
+
+int
+scimq__prefetch_bye(struct scimq_mpi_prefetch *pf, bool done)
+{
+    struct pf_req r = {.type = CTRL_BYE};
+    int rc;
+
+    pthread_mutex_lock(&pf->lock);
+    if (pf->bye) {
+        pthread_mutex_unlock(&pf->lock);
+        return 0;
+    }
+    if (done && pf->held >= 0) {
+        r.flags = CTRL_F_DONE;
+        r.slot = pf->bufs[pf->held].m.slot;
+        r.gen = pf->bufs[pf->held].m.gen;
+    }
+    rc = request_locked(pf, &r);
+    pf->bye = true;
+    if (pf->held >= 0) {
+        pf->bufs[pf->held].state = B_FREE;
+        pf->held = -1;
+    }
+    pthread_mutex_unlock(&pf->lock);
+    return rc;
+}
+
+void
+scimq__prefetch_close(struct scimq_mpi_prefetch *pf)
+{
+    if (pf == NULL)
+        return;
+    if (pf->started) {
+        pthread_mutex_lock(&pf->lock);
+        pf->quit = true;
+        pthread_cond_signal(&pf->io_cv);
+        pthread_mutex_unlock(&pf->lock);
+        pthread_join(pf->thread, NULL);
+    }
+    scimq__fabric_mr_dereg(&pf->send_mr);
+    scimq__fabric_mr_dereg(&pf->recv_mr);
+    scimq__fabric_mr_dereg(&pf->buf_mr);
+    scimq__fabric_close(&pf->fab);
+    if (pf->area != NULL)
+        munmap(pf->area, pf->area_len);
+    free(pf->bufs);
+    free(pf->recv_area);
+    free(pf->recv_ops);
+    free(pf->send_hdrs);
+    pthread_mutex_destroy(&pf->lock);
+    pthread_cond_destroy(&pf->app_cv);
+    pthread_cond_destroy(&pf->io_cv);
+    free(pf);
+}

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The rank's side of the agent-to-rank hop: its endpoint, its registered
+ * message buffers and the progress thread that keeps up to P messages
+ * ready in them while the application computes (prefetch.c).
+ */
+#ifndef SCIMQ_MPI_PREFETCH_H
+#define SCIMQ_MPI_PREFETCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime.h"
+
+struct scimq_mpi_prefetch;
+
+struct scimq_mpi_prefetch_cfg {
+    const char *provider;
+    uint64_t max_message; /* largest payload a buffer takes */
+    int depth;            /* P >= 0, or -1: auto */
+    uint32_t node_rank;   /* this rank's number for its agent */
+    int world_rank;       /* for log lines */
+};
+
+/* A message in one of the rank's buffers, handed to the application. */
+struct scimq_mpi_ready {
+    struct scimq_mpi_ctrl m; /* the MSG that announced it */
+    const uint8_t *meta;     /* m.meta_len bytes: the block table */
+    uint8_t *payload;        /* m.payload_len bytes */
+};
+
+/* Opens the endpoint and the buffers (touched and registered now); the
+ * endpoint's address is then in scimq__prefetch_addr(). */
+int scimq__prefetch_open(const struct scimq_mpi_prefetch_cfg *cfg,
+                         struct scimq_mpi_prefetch **pf_p);
+const uint8_t *scimq__prefetch_addr(const struct scimq_mpi_prefetch *pf);
+
+/* Connects to the agent described by ai and starts the progress thread;
+ * from then on only that thread drives the endpoint. */
+int scimq__prefetch_start(struct scimq_mpi_prefetch *pf,
+                          const struct scimq_mpi_agent_info *ai);
+
+/*
+ * Waits until a message is ready (none may be in hand) and hands it out.
+ * stop, polled while waiting, ends the wait with SCIMQ_ESTOPPED.  Returns
+ * 0, SCIMQ_EOS (the queue is drained and nothing is left here),
+ * SCIMQ_EAGAIN (deadline_ns was now and nothing was ready),
+ * SCIMQ_ETIMEDOUT, or the error that ended the hop.
+ */
+int scimq__prefetch_take(struct scimq_mpi_prefetch *pf,
+                         struct scimq_mpi_ready *out, uint64_t deadline_ns,
+                         bool (*stop)(void));
+
+/* Settles the message in hand: CTRL_DONE, CTRL_NACK (flags: REQUEUE)
+ * release it; CTRL_EXTEND (lease_ms) keeps it in hand. */
+int scimq__prefetch_settle(struct scimq_mpi_prefetch *pf, uint16_t type,
+                           uint16_t flags, uint32_t lease_ms);
+
+/* Leaves: one BYE, acknowledging the message in hand if done; whatever
+ * the agent had chosen for this rank (prefetched or on its way) goes back
+ * to the gateway.  Nothing is asked or handed out afterwards. */
+int scimq__prefetch_bye(struct scimq_mpi_prefetch *pf, bool done);
+
+/* Lets queued control messages leave (bounded), stops the thread and
+ * closes the endpoint. */
+void scimq__prefetch_close(struct scimq_mpi_prefetch *pf);
+
+/* The depth in use (auto: the current choice). */
+int scimq__prefetch_depth(const struct scimq_mpi_prefetch *pf);
+
+#endif /* SCIMQ_MPI_PREFETCH_H */
