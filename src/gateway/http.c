@@ -124,6 +124,7 @@ on_request(void *arg, struct MHD_Connection *conn, const char *url,
 {
     static const char not_found[] = "not found\n";
     static const char not_allowed[] = "read-only: GET and HEAD only\n";
+    static const char no_snapshot[] = "no snapshot (out of memory)\n";
     struct gw_http *h = arg;
     enum MHD_Result ret;
 
@@ -148,8 +149,8 @@ on_request(void *arg, struct MHD_Connection *conn, const char *url,
         if (h->json == NULL) {
             pthread_mutex_unlock(&h->lock);
             return reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
-                         "text/plain; charset=utf-8", "no snapshot\n", 12,
-                         NULL);
+                         "text/plain; charset=utf-8", no_snapshot,
+                         sizeof(no_snapshot) - 1, NULL);
         }
         ret = metrics ? reply(conn, MHD_HTTP_OK,
                               "text/plain; version=0.0.4; charset=utf-8",
