@@ -29,15 +29,19 @@ AC_DEFUN([SCIMQ_CHECK_PYTHON], [
                 [AC_MSG_ERROR([no python3 imports cffi and pytest and numpy (Debian: python3-cffi python3-pytest python3-numpy); or configure --disable-python])])])
         PYTHON=$ac_cv_path_PYTHON
     ], [PYTHON=:])
-    dnl Where the interpreter itself looks under the prefix: Debian's
-    dnl python3 searches PREFIX/lib/python3.X/dist-packages for /usr/local,
-    dnl not the site-packages that automake would pick, so "make install"
-    dnl into /usr/local would leave "import scimq" failing.  Any other
-    dnl prefix (or a directory given in the environment) keeps automake's.
+    dnl Where the interpreter itself installs for this prefix: Debian's
+    dnl python3 searches /usr/local/lib/python3.X/dist-packages, not the
+    dnl site-packages that automake would pick, so "make install" into
+    dnl /usr/local would leave "import scimq" failing.  When the prefix is
+    dnl the one of the interpreter's default scheme (its "data" path), its
+    dnl platlib is used; any other prefix (or a directory given in the
+    dnl environment) keeps automake's.
     AS_IF([test "$PYTHON" != :], [
         scimq_py_prefix=$prefix
         test "x$scimq_py_prefix" = xNONE && scimq_py_prefix=$ac_default_prefix
+        scimq_py_data=`$PYTHON -c 'import sysconfig; print(sysconfig.get_path("data"))'`
         scimq_py_platlib=`$PYTHON -c 'import sysconfig; print(sysconfig.get_path("platlib"))'`
+        test "$scimq_py_data" = "$scimq_py_prefix" || scimq_py_platlib=
         case $scimq_py_platlib in
         "$scimq_py_prefix"/*)
             scimq_py_rel=${scimq_py_platlib#"$scimq_py_prefix"}
