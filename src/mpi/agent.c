@@ -23,8 +23,8 @@
  * (in the pool, ready or assigned) every half ack timeout, up to
  * SCIMQ_MPI_MAX_HOLD_MS, so a rank may work on a message for longer than
  * the queue's ack timeout without it being delivered again.  That is only
- * safe because the agent notices dead ranks: every LIVENESS_MS it checks
- * the process of each rank of its node (they share its kernel), and a
+ * safe because the agent notices dead ranks: every SCIMQ_MPI_LIVENESS_MS it
+ * checks the process of each rank of its node (they share its kernel), and a
  * failed send to a rank counts too; the messages of a dead rank go back
  * to the gateway at once (NACK requeue), for another rank or job.  A rank
  * that is alive but hung keeps its message until the maximum hold, then
@@ -48,9 +48,6 @@
 #include "common/topo.h"
 #include "protocol/wire.h"
 #include "runtime.h"
-
-/* How often the agent looks at its ranks' processes. */
-#define LIVENESS_MS 200u
 
 struct agent_slot {
     bool allocated;       /* holds (or receives) a payload */
@@ -408,29 +405,7 @@ rank_gone(struct scimq_mpi_agent *a, int rank, const char *why)
     a->want[rank] = 0;
 }
 
-/* A process that no longer runs: gone, or a zombie not yet reaped. */
-static bool
-pid_dead(pid_t pid)
-{
-    char path[64], buf[256], *p;
-    FILE *fp;
-    bool dead = false;
-
-    if (kill(pid, 0) != 0)
-        return errno == ESRCH;
-    snprintf(path, sizeof(path), "/proc/%ld/stat", (long) pid);
-    fp = fopen(path, "re");
-    if (fp == NULL)
-        return errno == ENOENT;
-    /* "pid (comm) S ...": the state follows the last ')'. */
-    if (fgets(buf, sizeof(buf), fp) != NULL && (p = strrchr(buf, ')')) &&
-        p[1] == ' ')
-        dead = p[2] == 'Z' || p[2] == 'X';
-    fclose(fp);
-    return dead;
-}
-
-/* Every LIVENESS_MS: the processes of the node's other ranks. */
+/* Every SCIMQ_MPI_LIVENESS_MS: the processes of the node's other ranks. */
 static void
 liveness(struct scimq_mpi_agent *a)
 {
@@ -438,10 +413,10 @@ liveness(struct scimq_mpi_agent *a)
 
     if (now < a->next_liveness_ns)
         return;
-    a->next_liveness_ns = now + (uint64_t) LIVENESS_MS * 1000000u;
+    a->next_liveness_ns = now + (uint64_t) SCIMQ_MPI_LIVENESS_MS * 1000000u;
     for (int r = 0; r < a->nranks; r++)
         if (!a->gone[r] && a->rank_pid[r] > 0 && a->rank_pid[r] != getpid() &&
-            pid_dead(a->rank_pid[r]))
+            scimq__mpi_pid_dead(a->rank_pid[r]))
             rank_gone(a, r, "its process ended");
 }
 
@@ -728,6 +703,7 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
     info->pool_key = a->pool_mr.key;
     info->slot_size = a->slot_size;
     info->inline_max = a->inline_max;
+    info->pid = (int32_t) getpid();
     info->credits_max = a->credits_max;
     *a_p = a;
     return 0;

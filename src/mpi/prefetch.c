@@ -106,6 +106,8 @@ struct scimq_mpi_prefetch {
 
     pthread_t thread;
     bool started;
+    pid_t agent_pid; /* watched, or 0 */
+    uint64_t next_liveness_ns;
 
     /* Progress thread only. */
     int credits_out;
@@ -202,11 +204,13 @@ static void *pf_main(void *arg);
 
 int
 scimq__prefetch_start(struct scimq_mpi_prefetch *pf,
-                      const struct scimq_mpi_agent_info *ai)
+                      const struct scimq_mpi_agent_info *ai, bool agent_local)
 {
     int rc;
 
     pf->ai = *ai;
+    /* An agent of this host in another process is watched (liveness). */
+    pf->agent_pid = agent_local && ai->pid != (int32_t) getpid() ? ai->pid : 0;
     if (ai->credits_max < pf->nbuf) {
         /* Agent and ranks read the same settings; this is a bug. */
         SCIMQ_LOG_ERROR(MPI,
@@ -612,6 +616,24 @@ idle(struct scimq_mpi_prefetch *pf, unsigned int *spins)
     pthread_mutex_unlock(&pf->lock);
 }
 
+/* A rank whose agent died would wait for ever: every LIVENESS_MS, the
+ * agent's process, when it runs on this host. */
+static void
+liveness(struct scimq_mpi_prefetch *pf)
+{
+    uint64_t now = scimq__mpi_now_ns();
+
+    if (pf->agent_pid <= 0 || now < pf->next_liveness_ns)
+        return;
+    pf->next_liveness_ns = now + (uint64_t) SCIMQ_MPI_LIVENESS_MS * 1000000u;
+    if (scimq__mpi_pid_dead(pf->agent_pid)) {
+        SCIMQ_LOG_ERROR(MPI, "rank %d: its agent (pid %ld) is gone",
+                        pf->cfg.world_rank, (long) pf->agent_pid);
+        pf->agent_pid = 0;
+        fail(pf, SCIMQ_ECONNRESET);
+    }
+}
+
 static void *
 pf_main(void *arg)
 {
@@ -625,6 +647,7 @@ pf_main(void *arg)
 
         busy |= post_reads(pf);
         busy |= send_pending(pf);
+        liveness(pf);
         pthread_mutex_lock(&pf->lock);
         quit = pf->quit;
         if (quit) {

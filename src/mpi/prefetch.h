@@ -36,9 +36,11 @@ int scimq__prefetch_open(const struct scimq_mpi_prefetch_cfg *cfg,
 const uint8_t *scimq__prefetch_addr(const struct scimq_mpi_prefetch *pf);
 
 /* Connects to the agent described by ai and starts the progress thread;
- * from then on only that thread drives the endpoint. */
+ * from then on only that thread drives the endpoint.  agent_local: the
+ * agent runs on this host (its process is watched). */
 int scimq__prefetch_start(struct scimq_mpi_prefetch *pf,
-                          const struct scimq_mpi_agent_info *ai);
+                          const struct scimq_mpi_agent_info *ai,
+                          bool agent_local);
 
 /*
  * Waits until a message is ready (none may be in hand) and hands it out.

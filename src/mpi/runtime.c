@@ -503,6 +503,113 @@ ctx_free(scimq_mpi_t *ctx)
     free(ctx);
 }
 
+static int
+env_count(uint32_t value, const char *name, uint32_t *out)
+{
+    const char *e = getenv(name);
+    uint64_t v;
+
+    if (value != 0 || e == NULL || e[0] == '\0') {
+        *out = value;
+        return 0;
+    }
+    if (scimq__parse_size(e, &v) != 0 || v > 1u << 20) {
+        SCIMQ_LOG_ERROR(MPI, "%s: '%s' is not a count", name, e);
+        return SCIMQ_ECONFIG;
+    }
+    *out = (uint32_t) v;
+    return 0;
+}
+
+/*
+ * Who shares an agent.  Normally the ranks of one host (one agent per
+ * node).  SCIMQ_MPI_RANKS_PER_NODE splits each host's ranks into
+ * pseudo-nodes of that many ranks, each with its own agent, so that
+ * several nodes can be run on one machine; SCIMQ_MPI_INGEST=K gives one
+ * agent to K consecutive (pseudo-)nodes, whose other ranks read across
+ * the fabric (only the ingest nodes open streams to the gateway).
+ * Collective over ctx->comm; sets node_comm, node_rank, node_size,
+ * node_index, nodes.
+ */
+static int
+node_group(scimq_mpi_t *ctx)
+{
+    MPI_Comm host = MPI_COMM_NULL, pseudo = MPI_COMM_NULL,
+             leaders = MPI_COMM_NULL;
+    uint32_t per_node, ingest;
+    int host_rank, pn_rank, index = 0, group, rc;
+
+    rc = env_count(ctx->opt.ranks_per_node, "SCIMQ_MPI_RANKS_PER_NODE",
+                   &per_node);
+    if (rc == 0)
+        rc = env_count(ctx->opt.ingest, "SCIMQ_MPI_INGEST", &ingest);
+    if ((rc = agree(ctx->comm, rc)) != 0)
+        return rc;
+    if (ingest == 0)
+        ingest = 1;
+    rc = SCIMQ_EMPI;
+    if (MPI_Comm_split_type(ctx->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                            &host) != MPI_SUCCESS)
+        goto out;
+    MPI_Comm_rank(host, &host_rank);
+    /* A host is named by its lowest rank. */
+    if (MPI_Allreduce(&ctx->rank, &ctx->host_id, 1, MPI_INT, MPI_MIN, host) !=
+            MPI_SUCCESS ||
+        MPI_Comm_split(host, per_node > 0 ? host_rank / (int) per_node : 0,
+                       host_rank, &pseudo) != MPI_SUCCESS)
+        goto out;
+    MPI_Comm_rank(pseudo, &pn_rank);
+    /* Number the (pseudo-)nodes by their first ranks, in rank order. */
+    if (MPI_Comm_split(ctx->comm, pn_rank == 0 ? 0 : MPI_UNDEFINED, ctx->rank,
+                       &leaders) != MPI_SUCCESS)
+        goto out;
+    if (leaders != MPI_COMM_NULL) {
+        MPI_Comm_rank(leaders, &index);
+        MPI_Comm_size(leaders, &ctx->nodes);
+    }
+    if (MPI_Bcast(&index, 1, MPI_INT, 0, pseudo) != MPI_SUCCESS ||
+        MPI_Bcast(&ctx->nodes, 1, MPI_INT, 0, pseudo) != MPI_SUCCESS)
+        goto out;
+    group = index / (int) ingest;
+    ctx->node_index = group;
+    ctx->nodes = (ctx->nodes + (int) ingest - 1) / (int) ingest;
+    if (MPI_Comm_split(ctx->comm, group, ctx->rank, &ctx->node_comm) !=
+        MPI_SUCCESS)
+        goto out;
+    MPI_Comm_rank(ctx->node_comm, &ctx->node_rank);
+    MPI_Comm_size(ctx->node_comm, &ctx->node_size);
+    ctx->agent_host_id = ctx->host_id;
+    if (MPI_Bcast(&ctx->agent_host_id, 1, MPI_INT, 0, ctx->node_comm) !=
+        MPI_SUCCESS)
+        goto out;
+    rc = 0;
+out:
+    if (leaders != MPI_COMM_NULL)
+        MPI_Comm_free(&leaders);
+    if (pseudo != MPI_COMM_NULL)
+        MPI_Comm_free(&pseudo);
+    if (host != MPI_COMM_NULL)
+        MPI_Comm_free(&host);
+    return rc;
+}
+
+int
+scimq_mpi_node(const scimq_mpi_t *ctx, int *node_p, int *node_rank_p,
+               int *nodes_p)
+{
+    if (ctx == NULL)
+        ctx = default_ctx;
+    if (ctx == NULL)
+        return SCIMQ_ESTATE;
+    if (node_p != NULL)
+        *node_p = ctx->node_index;
+    if (node_rank_p != NULL)
+        *node_rank_p = ctx->node_rank;
+    if (nodes_p != NULL)
+        *nodes_p = ctx->nodes;
+    return 0;
+}
+
 /* This rank's endpoint and buffers (prefetch.c). */
 static int
 rank_open(scimq_mpi_t *ctx)
@@ -540,16 +647,12 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
     }
     ctx->comm = ctx->node_comm = MPI_COMM_NULL;
     pthread_mutex_init(&ctx->put_lock, NULL);
-    if (MPI_Comm_dup(comm, &ctx->comm) != MPI_SUCCESS ||
-        MPI_Comm_split_type(ctx->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
-                            &ctx->node_comm) != MPI_SUCCESS) {
+    if (MPI_Comm_dup(comm, &ctx->comm) != MPI_SUCCESS) {
         rc = SCIMQ_EMPI;
         goto out;
     }
     MPI_Comm_rank(ctx->comm, &ctx->rank);
     MPI_Comm_size(ctx->comm, &ctx->size);
-    MPI_Comm_rank(ctx->node_comm, &ctx->node_rank);
-    MPI_Comm_size(ctx->node_comm, &ctx->node_size);
 
     url = env_or(url, "SCIMQ_URL", NULL);
     queue = env_or(queue, "SCIMQ_QUEUE", NULL);
@@ -567,6 +670,9 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
                                  "SCIMQ_QUEUE)");
         goto out;
     }
+    rc = node_group(ctx);
+    if (rc != 0)
+        goto out;
 
     /* Every rank's endpoint; then the agent on each node's first rank. */
     rc = agree(ctx->comm, rank_open(ctx));
@@ -587,6 +693,9 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
      * and the agent its ranks' processes (liveness). */
     addrs = calloc((size_t) ctx->node_size, SCIMQ_FABRIC_ADDR_MAX);
     pids = calloc((size_t) ctx->node_size, sizeof(*pids));
+    /* Only processes of the agent's own host can be looked at. */
+    if (ctx->host_id != ctx->agent_host_id)
+        pid = 0;
     if (addrs == NULL || pids == NULL ||
         MPI_Gather(scimq__prefetch_addr(ctx->pf), SCIMQ_FABRIC_ADDR_MAX,
                    MPI_BYTE, addrs, SCIMQ_FABRIC_ADDR_MAX, MPI_BYTE, 0,
@@ -596,7 +705,8 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
         rc = SCIMQ_EMPI;
     }
     if (rc == 0)
-        rc = scimq__prefetch_start(ctx->pf, &ctx->ai);
+        rc = scimq__prefetch_start(ctx->pf, &ctx->ai,
+                                   ctx->host_id == ctx->agent_host_id);
     if (rc == 0 && ctx->node_rank == 0)
         rc = scimq__agent_start(ctx->agent, addrs, SCIMQ_FABRIC_ADDR_MAX, pids,
                                 ctx->node_size);
@@ -621,10 +731,13 @@ out:
     live_contexts++;
     if (ctx->rank == 0)
         SCIMQ_LOG_INFO(MPI,
-                       "consuming %s from %s: %d ranks, provider %s, "
-                       "%u streams per agent",
-                       ctx->queue, ctx->url, ctx->size, ctx->provider,
-                       ctx->opt.streams);
+                       "consuming %s from %s: %d ranks, %d agents, "
+                       "provider %s, %u streams per agent, prefetch %d%s",
+                       ctx->queue, ctx->url, ctx->size, ctx->nodes,
+                       ctx->provider, ctx->opt.streams,
+                       ctx->prefetch < 0 ? SCIMQ_MPI_PREFETCH_AUTO_MAX
+                                         : ctx->prefetch,
+                       ctx->prefetch < 0 ? " (auto, at most)" : "");
     return 0;
 }
 

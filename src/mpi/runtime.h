@@ -36,6 +36,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <scimq/mpi.h>
 
@@ -142,14 +143,17 @@ struct scimq_mpi_agent_info {
     uint64_t slot_size;
     uint64_t inline_max; /* MSG carries up to this much meta + payload */
     int32_t credits_max; /* credits + messages a rank may hold: P_max + 1 */
+    int32_t pid;         /* the agent's process (liveness) */
     int32_t rc;          /* the agent's start-up result */
 };
 
 struct scimq_mpi_agent;
 
 struct scimq_mpi {
-    MPI_Comm comm, node_comm;
+    MPI_Comm comm, node_comm; /* node_comm: the ranks sharing an agent */
     int rank, size, node_rank, node_size;
+    int node_index, nodes;      /* this agent's number, how many */
+    int host_id, agent_host_id; /* lowest rank of the host */
     char *url, *queue, *provider, *token_file;
     scimq_mpi_options_t opt;
 
@@ -205,6 +209,14 @@ void scimq__mpi_hot(void);
 /* The same decision without the wait: 0 (yield) or nanoseconds to sleep,
  * for a caller that sleeps on its own condition variable. */
 uint64_t scimq__mpi_backoff_ns(unsigned int *spins);
+
+/* How often an agent looks at its ranks' processes, and a rank at its
+ * agent's. */
+#define SCIMQ_MPI_LIVENESS_MS 200u
+
+/* Whether a process of this host no longer runs: gone, or a zombie not
+ * yet reaped (proc.c). */
+bool scimq__mpi_pid_dead(pid_t pid);
 
 /* Nanoseconds on CLOCK_MONOTONIC (backoff.c). */
 uint64_t scimq__mpi_now_ns(void);

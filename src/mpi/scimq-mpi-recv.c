@@ -54,6 +54,7 @@ on_stop(int sig)
 struct rank_stats {
     uint64_t messages, bytes, verified, corrupt, not_synthetic, redelivered;
     double busy_s;
+    int node, nodes; /* this rank's agent, how many agents */
 };
 
 static void
@@ -209,6 +210,7 @@ main(int argc, char **argv)
         MPI_Finalize();
         return 1;
     }
+    (void) scimq_mpi_node(ctx, &st.node, NULL, &st.nodes);
 
     {
         struct sigaction sa;
@@ -332,9 +334,10 @@ main(int argc, char **argv)
                 corrupt += all[r].corrupt;
                 redel += all[r].redelivered;
                 json_array_append_new(
-                    per, json_pack("{s:i, s:I, s:I, s:f}", "rank", r,
-                                   "messages", (json_int_t) all[r].messages,
-                                   "bytes", (json_int_t) all[r].bytes, "busy_s",
+                    per, json_pack("{s:i, s:i, s:I, s:I, s:f}", "rank", r,
+                                   "node", all[r].node, "messages",
+                                   (json_int_t) all[r].messages, "bytes",
+                                   (json_int_t) all[r].bytes, "busy_s",
                                    all[r].busy_s));
             }
             if (seq_log != NULL && (fp = fopen(seq_log, "w")) != NULL) {
@@ -348,6 +351,7 @@ main(int argc, char **argv)
                           (json_int_t) bytes, "seconds", t_max, "MiB_per_s",
                           t_max > 0 ? (double) bytes / t_max / 1048576.0 : 0.0,
                           "per_rank", per);
+            json_object_set_new(o, "agents", json_integer(all[0].nodes));
             if (verify) {
                 json_object_set_new(o, "verified",
                                     json_integer((json_int_t) verified));

@@ -73,6 +73,16 @@ typedef struct scimq_mpi_options {
      *  long travel inside the agent's control message (no RMA read); 0:
      *  $SCIMQ_MPI_INLINE_MAX (0 there: never), else 64 KiB. */
     uint64_t inline_max;
+    /** Pseudo-nodes: the ranks of each host are grouped by this many, each
+     *  group with its own agent (several nodes on one machine, for tests
+     *  and for hosts with several network interfaces); 0:
+     *  $SCIMQ_MPI_RANKS_PER_NODE, else all ranks of a host. */
+    uint32_t ranks_per_node;
+    /** Ingest mode: one agent for every this many consecutive (pseudo-)
+     *  nodes; the ranks of the others read its pool across the fabric
+     *  (only the ingest nodes open streams to the gateway; use a provider
+     *  that spans hosts, tcp;ofi_rxm); 0: $SCIMQ_MPI_INGEST, else 1. */
+    uint32_t ingest;
 } scimq_mpi_options_t;
 
 /** Fills opts with the defaults above. */
@@ -182,6 +192,15 @@ SCIMQ_EXPORT int scimq_mpi_finalize(scimq_mpi_t *ctx);
  * scimq_mpi_finalize() restores the default.
  */
 SCIMQ_EXPORT void scimq_mpi_stop(void);
+
+/**
+ * Where this rank stands: the number of its agent (its node, pseudo-node
+ * or ingest group, 0 .. nodes-1), its rank among that agent's ranks (0
+ * hosts the agent), and how many agents the context has.  ctx NULL: the
+ * default.
+ */
+SCIMQ_EXPORT int scimq_mpi_node(const scimq_mpi_t *ctx, int *node_p,
+                                int *node_rank_p, int *nodes_p);
 
 /** The default context, or NULL. */
 SCIMQ_EXPORT scimq_mpi_t *scimq_mpi_default(void);
