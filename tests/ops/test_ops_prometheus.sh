@@ -167,4 +167,34 @@ prom_expect "its streams gone" \
 stop_pid "$prom_pid" prometheus
 ok "prometheus stopped"
 stop_gateway
+
+# --- The snapshot cache -------------------------------------------------------
+# Within gateway_http_cache_ms every answer is the same snapshot: a PUT
+# meanwhile changes nothing, in /api/stats or /metrics.
+start_http_gateway --set gateway_http_cache_ms=60000
+"$bindir/scimqctl" queue create ops.cache > /dev/null || fail "queue create"
+curl -sS "$HTTP_URL/api/stats" > "$workdir/s1.json" || fail "GET /api/stats"
+bounded 60 "$bindir/scimq-send" --queue ops.cache --synthetic --size 1KiB \
+    --count 5 > /dev/null 2>&1 || fail "scimq-send"
+expect_eq "STATS sees the PUTs" 5 \
+    "$(gw_stat '.queues[] | select(.name == "ops.cache") | .ready')"
+curl -sS "$HTTP_URL/api/stats" > "$workdir/s2.json" || fail "GET /api/stats"
+expect_eq "cached snapshot: same time" "$(jq .uptime_s "$workdir/s1.json")" \
+    "$(jq .uptime_s "$workdir/s2.json")"
+expect_eq "cached snapshot: ready still" 0 \
+    "$(jq '.queues[] | select(.name == "ops.cache") | .ready' "$workdir/s2.json")"
+curl -sS "$HTTP_URL/metrics" > "$workdir/m2" || fail "GET /metrics"
+grep -qx 'scimq_queue_ready_messages{queue="ops.cache"} 0' "$workdir/m2" ||
+    fail "/metrics is not the cached snapshot"
+ok "/metrics from the same snapshot"
+stop_gateway
+
+# A bad --http stops the gateway at start, saying why.
+if bounded 30 "$gwbin" --listen 127.0.0.1:0 --http 'no:where' \
+    > /dev/null 2> "$workdir/bad.err"; then
+    fail "the gateway started with --http no:where"
+fi
+grep -q -- "--http: bad address 'no:where'" "$workdir/bad.err" ||
+    fail "no reason given: $(cat "$workdir/bad.err")"
+ok "--http no:where refused at start"
 echo "$checks checks passed"
