@@ -33,6 +33,7 @@ fi
 
 PYTHONPATH="$site" PYTHONDONTWRITEBYTECODE=1 \
     SCIMQ_TEST_BINDIR="$top_builddir/src" SCIMQ_TEST_WORKDIR="$workdir" \
+    SCIMQ_TEST_SRCDIR="$top_srcdir" \
     bounded 900 "$PYTHON" -m pytest -p no:cacheprovider -v \
     --rootdir="$workdir" "$top_srcdir/tests/python" || fail "pytest failed"
 ok "pytest passed"
