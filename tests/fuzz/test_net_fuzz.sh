@@ -10,10 +10,10 @@
 # verified, and its RSS stay bounded.
 . "$top_srcdir/tests/integration/lib.sh"
 fuzz="$top_builddir/tests/fuzz/net_fuzz"
-secs=${SCIMQ_NET_FUZZ_SECONDS:-20}
+fz_secs=${SCIMQ_NET_FUZZ_SECONDS:-20}
 conns=${SCIMQ_NET_FUZZ_CONNS:-48}
 seed=${SCIMQ_NET_FUZZ_SEED:-$(date +%s)}
-echo "# $secs s, $conns connections, seed $seed"
+echo "# $fz_secs s, $conns connections, seed $seed"
 
 rss_kib() {
     awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
@@ -63,12 +63,12 @@ ok "$n sessions recorded"
 "$ctl" queue delete fz > /dev/null || fail "delete fz"
 "$ctl" queue create fz --best-effort --max-bytes 4MiB > /dev/null || fail "create fz"
 rss0=$(rss_kib "$GW_PID")
-bounded $((secs + 60)) "$fuzz" replay 127.0.0.1 "$GW_PORT" "$workdir/rec" \
-    "$secs" "$conns" "$seed" 127.0.0.2 > "$workdir/fuzz.json" 2> "$workdir/fuzz.err" &
+bounded $((fz_secs + 60)) "$fuzz" replay 127.0.0.1 "$GW_PORT" "$workdir/rec" \
+    "$fz_secs" "$conns" "$seed" 127.0.0.2 > "$workdir/fuzz.json" 2> "$workdir/fuzz.err" &
 fuzz_pid=$!
 track "$fuzz_pid"
 pairs=0 rss_max=$rss0
-end=$(($(date +%s) + secs))
+end=$(($(date +%s) + fz_secs))
 while [ "$(date +%s)" -lt "$end" ] || [ "$pairs" -eq 0 ]; do
     q=pair$pairs
     "$ctl" queue create "$q" --guaranteed > /dev/null || fail "create $q"
