@@ -12,8 +12,9 @@
  * snapshot, built the way a STATS request builds it (gw_report_stats: the
  * hub copies the broker's numbers under its lock, JSON is made outside)
  * and reused for gateway_http_cache_ms, so however often it is scraped the
- * broker sees at most one snapshot per period.  The HTTP thread is the
- * only one that touches the cache; its lock is for the stop.
+ * broker sees at most one snapshot per period.  libmicrohttpd runs one
+ * thread here (MHD_USE_INTERNAL_POLLING_THREAD); the cache's lock keeps
+ * that so if it ran more.
  */
 #ifndef SCIMQ_GATEWAY_HTTP_H
 #define SCIMQ_GATEWAY_HTTP_H
