@@ -14,7 +14,7 @@
  * and reused for gateway_http_cache_ms, so however often it is scraped the
  * broker sees at most one snapshot per period.  libmicrohttpd runs one
  * thread here (MHD_USE_INTERNAL_POLLING_THREAD); the cache's lock keeps
- * that so if it ran more.
+ * the cache whole should it ever run more.
  */
 #ifndef SCIMQ_GATEWAY_HTTP_H
 #define SCIMQ_GATEWAY_HTTP_H
