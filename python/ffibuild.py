@@ -44,12 +44,20 @@ typedef struct scimq_block {
 
 enum scimq_queue_kind { SCIMQ_QUEUE_GUARANTEED, SCIMQ_QUEUE_BEST_EFFORT };
 
+enum scimq_durability {
+    SCIMQ_DURABILITY_DEFAULT, SCIMQ_DURABILITY_MEMORY,
+    SCIMQ_DURABILITY_BATCH, SCIMQ_DURABILITY_SYNC, ...
+};
+
+/* "...;": fields added to the header later stay zero (the defaults). */
 typedef struct scimq_queue_options {
     enum scimq_queue_kind kind;
     uint32_t ack_timeout_ms;
     uint32_t max_attempts;
     uint64_t max_bytes;
     const char *dead_letter;
+    enum scimq_durability durability;
+    ...;
 } scimq_queue_options_t;
 
 typedef struct scimq_message {

@@ -11,6 +11,10 @@ from ._scimq_ffi import ffi, lib
 from .errors import Error, check, error
 from .message import Message
 
+_DURABILITY = {"memory": lib.SCIMQ_DURABILITY_MEMORY,
+               "batch": lib.SCIMQ_DURABILITY_BATCH,
+               "sync": lib.SCIMQ_DURABILITY_SYNC}
+
 # get() without a time limit waits in slices this long (ms), so that
 # Ctrl-C (KeyboardInterrupt) is seen between them.
 _WAIT_SLICE_MS = 200
@@ -277,13 +281,25 @@ class Client:
             yield msg
 
     # -- queue management --------------------------------------------------
+    # delete, bind, unbind and move are administration: the gateway takes
+    # them only through its admin socket, connect("unix:PATH") as the
+    # gateway's user; on the data port they fail with SCIMQ_EPERM.
 
     def declare(self, queue, *, best_effort=False, ack_timeout=None,
-                max_attempts=0, max_bytes=0, dead_letter=None):
+                max_attempts=0, max_bytes=0, dead_letter=None,
+                durability=None):
         """Creates queue (nothing if it exists with the same settings;
         SCIMQ_EEXIST if with other ones).  ack_timeout in seconds; None or
-        0 for the gateway's defaults."""
+        0 for the gateway's defaults.  durability, for a guaranteed queue:
+        when its PUT_OK is sent, "memory", "batch" or "sync" (the latter
+        two need a gateway journal); None: the gateway's --durability."""
         opts = ffi.new("scimq_queue_options_t *")
+        if durability is not None:
+            try:
+                opts.durability = _DURABILITY[durability]
+            except KeyError:
+                raise ValueError("durability: memory, batch or sync, not %r"
+                                 % (durability,)) from None
         opts.kind = (lib.SCIMQ_QUEUE_BEST_EFFORT if best_effort
                      else lib.SCIMQ_QUEUE_GUARANTEED)
         opts.ack_timeout_ms = _ms(ack_timeout, 0)

@@ -36,6 +36,7 @@ class Gateway:
             [os.path.join(BINDIR, "gateway", "scimq-gateway"),
              "--listen", "127.0.0.1:0", "--port-file", port_file,
              "--token-file", self.token, "--memory-limit", "512MiB",
+             "--admin-socket", os.path.join(workdir, "admin.sock"),
              "--workers", "1"],
             stdout=subprocess.DEVNULL, stderr=self.err)
         deadline = time.monotonic() + bounded(20)
@@ -46,6 +47,8 @@ class Gateway:
             time.sleep(0.05)
         with open(port_file) as f:
             self.url = "scimq://" + f.read().strip()
+        # Administration (delete, bind, unbind, move) goes there only.
+        self.admin_url = "unix:" + os.path.join(workdir, "admin.sock")
 
     def env(self):
         """The environment of a tool talking to this gateway."""

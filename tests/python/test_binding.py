@@ -137,21 +137,27 @@ def test_views_keep_the_payload_alive(client):
     assert scimq.synthetic.verify(view) == 42
 
 
-def test_queue_management(client):
+def test_queue_management(gateway, client):
     client.declare("mgmt.a", best_effort=True)
     client.declare("mgmt.b")
     client.declare("mgmt.c")
-    client.bind("mgmt.b", "mgmt.c")
-    for _ in range(3):
-        client.put("mgmt.b", b"x" * 100)
-    client.flush(timeout=30)
-    assert queue_stat(client, "mgmt.c", "ready") == 3
-    client.unbind("mgmt.b", "mgmt.c")
-    assert client.move("mgmt.b", "mgmt.a", 2) == 2
-    assert queue_stat(client, "mgmt.a", "ready") == 2
-    names = sorted(q["name"] for q in client.queues("mgmt.")["queues"])
-    assert names == ["mgmt.a", "mgmt.b", "mgmt.c"]
-    assert client.delete("mgmt.c") == 3
+    # Administration is refused on the data port, token or not ...
+    with pytest.raises(scimq.Error) as e:
+        client.bind("mgmt.b", "mgmt.c")
+    assert e.value.name == "SCIMQ_EPERM"
+    # ... and done through the admin socket.
+    with scimq.connect(gateway.admin_url) as admin:
+        admin.bind("mgmt.b", "mgmt.c")
+        for _ in range(3):
+            client.put("mgmt.b", b"x" * 100)
+        client.flush(timeout=30)
+        assert queue_stat(client, "mgmt.c", "ready") == 3
+        admin.unbind("mgmt.b", "mgmt.c")
+        assert admin.move("mgmt.b", "mgmt.a", 2) == 2
+        assert queue_stat(client, "mgmt.a", "ready") == 2
+        names = sorted(q["name"] for q in client.queues("mgmt.")["queues"])
+        assert names == ["mgmt.a", "mgmt.b", "mgmt.c"]
+        assert admin.delete("mgmt.c") == 3
     assert client.ping() > 0
     assert client.session_version in (1, 2)
 
@@ -167,6 +173,11 @@ def test_errors_carry_scimq_names(gateway, client):
     with pytest.raises(scimq.Error) as e:
         client.subscribe("conflict", credit=0)
     assert e.value.name == "SCIMQ_EINVAL"
+    # This gateway has no journal: batch durability cannot be honoured.
+    with pytest.raises(scimq.Error) as e:
+        client.declare("durable", durability="batch")
+    assert e.value.name == "SCIMQ_ENOTSUP"
+    client.declare("durable", durability="memory")
     bad = os.path.join(gateway.dir, "bad-token")
     fd = os.open(bad, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.write(fd, b"not the secret")
