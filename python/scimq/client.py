@@ -211,13 +211,17 @@ class Client:
     def wait_released(self, timeout=None):
         """Waits until at least one asynchronous PUT is released (or
         timeout seconds; None: for ever, interruptible), runs the
-        on_release callbacks of all that were, and returns how many."""
+        on_release callbacks of all that were, and returns how many; 0 at
+        once when none is outstanding."""
         self._handle()
         left = None if timeout is None else _ms(timeout, 0)
         while True:
             n = self._collect()
             if n > 0 or left == 0:
                 return n
+            with self._lock:
+                if not self._borrowed:
+                    return 0
             step = _WAIT_SLICE_MS if left is None else min(left,
                                                            _WAIT_SLICE_MS)
             if left is not None:

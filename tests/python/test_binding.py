@@ -224,6 +224,7 @@ def test_ring_of_frames_reused_on_release(gateway, client):
     client.flush(timeout=30)
     assert client.pending == 0 and len(free) == len(ring)
     assert client.wait_released(timeout=0) == 0
+    assert client.wait_released() == 0  # nothing outstanding: no wait
     client.close_queue("ring")
     got = gateway.run("scimq-recv", "--queue", "ring", "--verify",
                       "--until-eos", "--expect", str(count))
