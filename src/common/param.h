@@ -73,6 +73,8 @@ enum scimq_param_type {
       "longest time a journal write waits for its sync (batch)")               \
     X(GATEWAY_JOURNAL_SEGMENT, "gateway_journal_segment", SIZE, "256MiB",      \
       "journal segment file size before the next one starts")                  \
+    X(GATEWAY_JOURNAL_COMPACT, "gateway_journal_compact", INT, "25",           \
+      "compact the oldest journal segment below this live percentage; 0: no")  \
     X(GATEWAY_TOKEN_FILE, "gateway_token_file", STR, "",                       \
       "shared-secret token file; empty: no authentication")                    \
     X(GATEWAY_ACK_TIMEOUT_MS, "gateway_ack_timeout_ms", INT, "60000",          \
@@ -83,6 +85,17 @@ enum scimq_param_type {
       "longest silence inside a frame before the connection is closed")        \
     X(GATEWAY_DRAIN_TIMEOUT_MS, "gateway_drain_timeout_ms", INT, "30000",      \
       "SIGTERM: longest wait for leased messages to be settled")               \
+    X(GATEWAY_TLS_CERT, "gateway_tls_cert", STR, "",                           \
+      "TLS certificate chain (PEM); with the key: streams must speak TLS")     \
+    X(GATEWAY_TLS_KEY, "gateway_tls_key", STR, "", "TLS private key (PEM)")    \
+    X(GATEWAY_TLS_CA, "gateway_tls_ca", STR, "",                               \
+      "CA (PEM) client certificates must be signed by; empty: none asked")     \
+    X(TLS_CA, "tls_ca", STR, "",                                               \
+      "clients (scimqs://): CA the gateway's certificate must be signed by; "  \
+      "empty: the system's")                                                   \
+    X(TLS_CERT, "tls_cert", STR, "",                                           \
+      "clients: own TLS certificate (PEM), for a gateway that asks for one")   \
+    X(TLS_KEY, "tls_key", STR, "", "clients: the key of tls_cert (PEM)")       \
     X(GATEWAY_ADMIN_SOCKET, "gateway_admin_socket", STR, "",                   \
       "Unix socket for administration; empty: /tmp/scimq-UID/gateway-PORT."    \
       "sock; off: none")                                                       \
