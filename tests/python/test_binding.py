@@ -6,6 +6,7 @@ stream, queue management and errors with their SciMQ names."""
 import gc
 import os
 import sys
+import threading
 import weakref
 
 import numpy
@@ -78,6 +79,7 @@ def test_nack_redelivers_and_context_manager(client):
     client.subscribe("redo", credit=1)
     m = client.get(timeout=30)
     assert bytes(m.data) == b"one" and m.attempt == 1
+    m.extend(30)
     m.nack(requeue=True)
     with pytest.raises(RuntimeError):
         with client.get(timeout=30) as m:
@@ -230,3 +232,37 @@ def test_ring_of_frames_reused_on_release(gateway, client):
                       "--until-eos", "--expect", str(count))
     assert got["verified"] == count and got["lost"] == 0
     assert got["duplicates"] == 0 and got["corrupt"] == 0
+
+
+def test_threads_share_one_client(client):
+    """Producers in four threads and a consumer in a fifth, one client."""
+    client.declare("threads")
+    client.subscribe("threads", credit=16)
+    seen, errors = [], []
+
+    def produce(k):
+        try:
+            for i in range(25):
+                client.put("threads", (k * 100 + i).to_bytes(4, "big"))
+            client.flush(timeout=60)
+        except Exception as e:  # reported by the main thread
+            errors.append(e)
+
+    def consume():
+        try:
+            while len(seen) < 100:
+                with client.get(timeout=60) as m:
+                    seen.append(int.from_bytes(m.data, "big"))
+        except Exception as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=produce, args=(k,)) for k in range(4)]
+    threads.append(threading.Thread(target=consume))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors and not any(t.is_alive() for t in threads)
+    assert sorted(seen) == sorted(k * 100 + i for k in range(4)
+                                  for i in range(25))
+    assert client.pending == 0
