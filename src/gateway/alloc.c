@@ -19,6 +19,18 @@ gw_xcalloc(size_t n, size_t size)
     return p;
 }
 
+void *
+gw_xrealloc(void *p, size_t size)
+{
+    void *q = realloc(p, size);
+
+    if (q == NULL) {
+        SCIMQ_LOG_ERROR(GATEWAY, "out of memory for broker bookkeeping");
+        abort();
+    }
+    return q;
+}
+
 char *
 gw_xstrndup(const char *s, size_t n)
 {

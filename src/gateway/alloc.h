@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 void *gw_xcalloc(size_t n, size_t size);
+void *gw_xrealloc(void *p, size_t size);
 char *gw_xstrndup(const char *s, size_t n);
 char *gw_xstrdup(const char *s);
 

@@ -18,6 +18,7 @@
 
 #include "broker.h"
 #include "common/log.h"
+#include "compact.h"
 #include "dispatch.h"
 #include "durable.h"
 #include "lease.h"
@@ -36,6 +37,7 @@ void
 gw_event_end(struct gw_broker *b)
 {
     gw_dispatch_pending(b);
+    gw_compact_check(b);
     gw_store_balance(&b->store, b->now, b->out);
     b->out = NULL;
 }
@@ -52,6 +54,7 @@ gw_broker_new(const struct gw_broker_settings *set, struct gw_broker **b_p)
     b->set = *set;
     b->j.on = set->journal;
     b->j.durability = (enum gw_durability) set->durability;
+    b->j.compact_percent = set->compact_percent;
     gw_heap_init(&b->leases);
     gw_heap_init(&b->delays);
     rc = gw_store_init(&b->store, set->memory_limit, set->chunk_size,
@@ -559,6 +562,7 @@ gw_broker_spill_done(struct gw_broker *b, uint64_t now,
         gw_durable_appended(b, job, rc);
     } else if (gw_store_loaded(&b->store, pl, rc, now, out)) {
         gw_dispatch_loaded(b, pl);
+        gw_compact_loaded(b, pl);
     }
     gw_event_end(b);
 }

@@ -27,13 +27,14 @@ struct gw_broker;
 struct gw_payload;
 
 struct gw_broker_settings {
-    uint32_t ack_timeout_ms; /* lease of queues declared without one */
-    uint64_t memory_limit;   /* payload memory (the pool) */
-    uint64_t chunk_size;     /* pool chunk, a power of two */
-    bool spill;              /* a spill directory exists */
-    uint64_t disk_limit;     /* spill bytes; journal bytes */
-    bool journal;            /* a journal directory exists */
-    uint8_t durability;      /* of guaranteed queues (enum gw_durability) */
+    uint32_t ack_timeout_ms;  /* lease of queues declared without one */
+    uint64_t memory_limit;    /* payload memory (the pool) */
+    uint64_t chunk_size;      /* pool chunk, a power of two */
+    bool spill;               /* a spill directory exists */
+    uint64_t disk_limit;      /* spill bytes; journal bytes */
+    bool journal;             /* a journal directory exists */
+    uint8_t durability;       /* of guaranteed queues (enum gw_durability) */
+    uint32_t compact_percent; /* compact.h; 0: never */
 };
 
 /* Returns 0 or SCIMQ_ENOMEM / SCIMQ_EINVAL (bad pool geometry). */

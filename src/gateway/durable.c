@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <utlist.h>
+
 #include <scimq/error.h>
 
 #include "durable.h"
@@ -26,9 +28,11 @@ append(struct gw_broker *b, const struct gw_jrec *r, struct gw_payload *pl,
     a->seq = ++b->j.seq;
     a->sync = sync;
     if (pl != NULL) {
-        /* Its bytes are read by the journal thread: they stay put. */
+        /* Its bytes are read by the journal thread: they stay put.  A
+         * payload being moved keeps its old copy until the new one is in. */
         gw_store_pin(pl);
-        pl->journal = GW_PLJ_PENDING;
+        if (!pl->moving)
+            pl->journal = GW_PLJ_PENDING;
         a->payload = pl;
         a->payload_id = pl->id;
         a->len = pl->len;
@@ -37,10 +41,12 @@ append(struct gw_broker *b, const struct gw_jrec *r, struct gw_payload *pl,
     gw_actions_push(b->out, a);
 }
 
-/* One MSG record for the durable messages among msgs[0..n). */
+/* One MSG record for the durable messages among msgs[0..n), synced when
+ * one of their queues (or force_sync) asks for it.  False: none of them is
+ * durable, nothing is written. */
 static bool
 append_msg(struct gw_broker *b, struct gw_payload *pl,
-           struct gw_msg *const *msgs, size_t n)
+           struct gw_msg *const *msgs, size_t n, bool force_sync)
 {
     struct gw_jrec_target targets[GW_JREC_MAX_TARGETS];
     struct gw_jrec_block *blocks;
@@ -52,8 +58,10 @@ append_msg(struct gw_broker *b, struct gw_payload *pl,
             continue;
         targets[r.n_targets].qid = msgs[i]->queue->qid;
         targets[r.n_targets].msg_id = msgs[i]->id;
+        targets[r.n_targets].attempt = msgs[i]->attempt;
         r.n_targets++;
-        sync = sync || msgs[i]->queue->durability == GW_DURABLE_SYNC;
+        sync =
+            sync || force_sync || msgs[i]->queue->durability == GW_DURABLE_SYNC;
     }
     if (r.n_targets == 0)
         return false;
@@ -68,7 +76,7 @@ append_msg(struct gw_broker *b, struct gw_payload *pl,
     r.data_len = pl->len;
     append(b, &r, pl, sync);
     free(blocks);
-    return sync;
+    return true;
 }
 
 bool
@@ -95,7 +103,7 @@ gw_durable_put(struct gw_broker *b, struct gw_payload *pl,
         any = any || gw_durable_queue(msgs[i]->queue);
     if (!b->j.on || !any)
         return false;
-    append_msg(b, pl, msgs, n);
+    append_msg(b, pl, msgs, n, false);
     c = gw_xcalloc(1, sizeof(*c));
     c->seq = b->j.seq;
     c->worker = worker;
@@ -109,6 +117,22 @@ gw_durable_put(struct gw_broker *b, struct gw_payload *pl,
         b->j.confirms = c;
     b->j.confirms_tail = c;
     return true;
+}
+
+bool
+gw_durable_move(struct gw_broker *b, struct gw_payload *pl)
+{
+    struct gw_msg *msgs[GW_JREC_MAX_TARGETS], *m;
+    size_t n = 0;
+
+    DL_FOREACH2(pl->msgs, m, pl_next)
+    {
+        if (gw_durable_queue(m->queue) && n < GW_JREC_MAX_TARGETS)
+            msgs[n++] = m;
+    }
+    /* Synced: the old segment goes once this is in, whatever the
+     * durability of the queues (a crash must find one copy). */
+    return n > 0 && append_msg(b, pl, msgs, n, true);
 }
 
 static void
@@ -136,7 +160,7 @@ gw_durable_enqueue(struct gw_broker *b, const struct gw_msg *m)
     } else if (m->payload->where == GW_PL_MEMORY ||
                m->payload->where == GW_PL_SPILLING) {
         /* From a memory queue: its bytes go to the journal now. */
-        append_msg(b, m->payload, &one, 1);
+        append_msg(b, m->payload, &one, 1, false);
     } else {
         GW_NOTE_SPARSE(b->out, SCIMQ_LOG_WARN, QUEUE, 10000,
                        "queue %s: message %" PRIu64
@@ -182,9 +206,9 @@ gw_durable_topology_json(const struct gw_broker *b)
                                   json_pack("[I, I]", (json_int_t) q->qid,
                                             (json_int_t) bd->target->qid));
     }
-    return json_pack("{s:i, s:I, s:o, s:o}", "version", 1, "next_qid",
-                     (json_int_t) b->j.next_qid, "queues", queues, "bindings",
-                     binds);
+    return json_pack("{s:i, s:I, s:o, s:o}", "version", GW_JREC_FORMAT,
+                     "next_qid", (json_int_t) b->j.next_qid, "queues", queues,
+                     "bindings", binds);
 }
 
 void
@@ -250,12 +274,22 @@ gw_durable_appended(struct gw_broker *b, const struct gw_action *job, int rc)
     if (rc == 0) {
         b->j.c.appends++;
         b->j.c.append_bytes += job->hdr_len + job->len;
+        if (pl != NULL && pl->moving) {
+            b->j.c.moved_payloads++;
+            b->j.c.moved_bytes += pl->len;
+        }
         gw_store_journal_written(&b->store, pl, job->seg, job->off,
                                  job->hdr_len + job->len, b->out);
     } else {
         b->j.c.append_errors++;
-        if (pl != NULL)
+        if (pl != NULL && pl->moving) {
+            b->j.c.move_errors++;
+            gw_store_move_failed(&b->store, pl);
+            /* Compaction waits a while before it tries again. */
+            b->j.compact_retry_at = b->now + GW_STORE_RETRY_MAX_MS;
+        } else if (pl != NULL) {
             pl->journal = GW_PLJ_NONE;
+        }
         GW_NOTE_SPARSE(b->out, SCIMQ_LOG_ERROR, GATEWAY, 10000,
                        "journal append failed: %s (%" PRIu64 " errors so far)",
                        scimq_strerror(rc), b->j.c.append_errors);

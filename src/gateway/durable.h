@@ -35,6 +35,13 @@ gw_durable_queue(const struct gw_queue *q)
 bool gw_durable_put(struct gw_broker *b, struct gw_payload *pl,
                     struct gw_msg *const *msgs, size_t n, int worker,
                     uint64_t conn_id, uint64_t request_id, bool reply);
+/*
+ * Writes pl's MSG record again, for its messages now in durable queues
+ * (with their attempts), synced; once it is in, the store counts pl in the
+ * new segment (compaction, compact.h).  pl must be in memory and
+ * pl->moving set.  False when none of its messages is durable any more.
+ */
+bool gw_durable_move(struct gw_broker *b, struct gw_payload *pl);
 /* Would a PUT of len bytes to q (and its bound queues) take the journal
  * over the disk limit? */
 bool gw_durable_journal_full(const struct gw_broker *b,

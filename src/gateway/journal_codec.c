@@ -9,8 +9,8 @@
 #include "journal_codec.h"
 #include "protocol/wire.h"
 
-#define TARGET_LEN 16u
-#define BLOCK_LEN 12u /* name length u32 + data length u64 */
+#define TARGET_LEN 20u /* queue id u64, message id u64, attempt u32 */
+#define BLOCK_LEN 12u  /* name length u32 + data length u64 */
 
 static size_t
 fields_len(const struct gw_jrec *r)
@@ -63,6 +63,7 @@ gw_jrec_encode(const struct gw_jrec *r, uint8_t *buf)
         for (uint16_t i = 0; i < r->n_targets; i++, p += TARGET_LEN) {
             wire_put64(p, t[i].qid);
             wire_put64(p + 8, t[i].msg_id);
+            wire_put32(p + 16, t[i].attempt);
         }
         wire_put32(p, r->block_count);
         p += 4;
@@ -220,7 +221,8 @@ gw_jrec_target_at(const struct gw_jrec *r, uint16_t i)
 {
     const uint8_t *p = r->targets_wire + (size_t) i * TARGET_LEN;
 
-    return (struct gw_jrec_target){wire_get64(p), wire_get64(p + 8)};
+    return (struct gw_jrec_target){wire_get64(p), wire_get64(p + 8),
+                                   wire_get32(p + 16)};
 }
 
 struct gw_jrec_block

@@ -12,8 +12,9 @@
  * so a torn or damaged record is found wherever it is cut.  Fields:
  *
  *   MSG      payload id u64, targets u16, then per target: queue id u64,
- *            message id u64; blocks u32, then per block: name length u32,
- *            data length u64, name; data = the payload (every block's data)
+ *            message id u64, attempt u32; blocks u32, then per block: name
+ *            length u32, data length u64, name; data = the payload (every
+ *            block's data)
  *   ENQUEUE  queue id u64, message id u64, payload id u64, attempt u32
  *   ATTEMPT  queue id u64, message id u64, attempt u32
  *   SETTLE   queue id u64, message id u64
@@ -22,6 +23,9 @@
  *            record must start on a block boundary (before a payload
  *            written straight from memory, and where a sync ends a block),
  *            so that the bytes of a synced block are never written again.
+ *
+ * A later MSG record of the same payload (compaction writes one to empty an
+ * old segment) moves the payload there and sets its messages' attempts.
  *
  * A message is in a queue from its MSG (or ENQUEUE) record until a SETTLE
  * record for it: acknowledged, dead-lettered (SETTLE, then ENQUEUE into the
@@ -37,6 +41,8 @@
 
 #define GW_JREC_MAGIC 0x53434a52u /* "SCJR" */
 #define GW_JREC_PREFIX_LEN 24u
+/* The record layout's version, kept in the topology file. */
+#define GW_JREC_FORMAT 2
 /* Fields of one record are bounded (targets, blocks and names are). */
 #define GW_JREC_MAX_FIELDS (1u << 20)
 #define GW_JREC_MAX_TARGETS 256u
@@ -53,6 +59,7 @@ enum gw_jrec_type {
 
 struct gw_jrec_target {
     uint64_t qid, msg_id;
+    uint32_t attempt; /* MSG: deliveries so far */
 };
 
 struct gw_jrec_block {

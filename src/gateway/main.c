@@ -633,6 +633,8 @@ core_start(struct gateway *gw)
         .journal =
             gw->opt.journal_dir != NULL && gw->opt.journal_dir[0] != '\0',
         .durability = gw->opt.durability,
+        .compact_percent =
+            (uint32_t) scimq__param_int(SCIMQ_PARAM_GATEWAY_JOURNAL_COMPACT),
     };
     struct gw_actions drops = {NULL, NULL};
     struct gw_recovery_report rep;

@@ -77,6 +77,7 @@ gw_queue_insert(struct gw_broker *b, struct gw_queue *q, struct gw_payload *pl,
     m->state = GW_MSG_READY;
     gw_heap_node_init(&m->delay);
     gw_store_ref(pl);
+    DL_APPEND2(pl->msgs, m, pl_prev, pl_next);
     DL_APPEND(q->ready, m);
     q->n_ready++;
     q->bytes += pl->len;
@@ -118,6 +119,7 @@ gw_queue_msg_free(struct gw_broker *b, struct gw_msg *m)
     gw_durable_settle(b, m);
     m->queue->bytes -= m->payload->len;
     gw_heap_remove(&b->delays, &m->delay);
+    DL_DELETE2(m->payload->msgs, m, pl_prev, pl_next);
     gw_store_unref(&b->store, m->payload, b->out);
     gw_queue_touch(b, m->queue);
     free(m);

@@ -61,17 +61,19 @@ struct gw_payload {
     char *names;
     uint8_t *data; /* pool memory while resident */
     enum gw_payload_where where;
-    bool has_file;                          /* a complete spill file exists */
-    enum gw_payload_journal journal;        /* its MSG record */
-    uint64_t seg, off;                      /* GW_PLJ_DONE: where its data is */
-    bool load_queued;                       /* waits for memory to load */
-    uint32_t refs;                          /* messages using it */
-    uint32_t pins;                          /* frames being written from it */
+    bool has_file;                   /* a complete spill file exists */
+    enum gw_payload_journal journal; /* its MSG record */
+    uint64_t seg, off;               /* GW_PLJ_DONE: where its data is */
+    bool load_queued;                /* waits for memory to load */
+    uint32_t refs;                   /* messages using it */
+    uint32_t pins;                   /* frames being written from it */
+    bool moving; /* compaction: its MSG record is being written again */
     uint32_t read_failures;                 /* consecutive, for the backoff */
     struct gw_heap_node retry;              /* load retry after a failure */
     struct gw_payload *lru_prev, *lru_next; /* resident, by arrival */
     struct gw_payload *load_next;           /* store->load_queue */
     struct gw_delivery *waiters;            /* deliveries waiting for data */
+    struct gw_msg *msgs; /* its messages (pl_prev/pl_next), any queue */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -90,6 +92,7 @@ struct gw_msg {
     struct gw_heap_node delay;    /* GW_MSG_DELAYED: ready again at key */
     struct gw_delivery *delivery; /* GW_MSG_LEASED */
     struct gw_msg *prev, *next;   /* the queue's ready/delayed/leased list */
+    struct gw_msg *pl_prev, *pl_next; /* payload->msgs */
 };
 
 /* A message handed to a session, until settled. */
@@ -234,6 +237,7 @@ struct gw_segment {
     uint64_t seg;
     uint64_t bytes;          /* records in it */
     uint64_t live;           /* payloads whose data is in it */
+    uint64_t live_bytes;     /* their bytes */
     struct gw_segment *next; /* oldest first */
 };
 
@@ -246,6 +250,7 @@ struct gw_store {
     struct gw_segment *segments_tail;
     uint64_t dropped_segments;
     bool restoring;      /* recovery: no segment is dropped yet */
+    uint64_t moving;     /* payloads being moved by compaction */
     bool spill;          /* a spill directory is configured */
     uint64_t disk_limit; /* bytes of spill files */
     uint64_t disk_used, spill_files;
@@ -275,6 +280,7 @@ struct gw_journal_counters {
     uint64_t appends, append_bytes, append_errors, syncs_waited;
     uint64_t recovered_messages, recovered_bytes, recovered_queues;
     uint64_t recovered_segments, truncated_bytes, dropped_segments;
+    uint64_t compactions, moved_payloads, moved_bytes, move_errors;
 };
 
 struct gw_journal_state {
@@ -283,6 +289,8 @@ struct gw_journal_state {
     uint64_t seq;                  /* appends so far */
     uint64_t pending_bytes;        /* appended, not written yet */
     uint64_t next_qid;
+    uint32_t compact_percent;  /* compact a segment below this live share */
+    uint64_t compact_retry_at; /* no compaction before (after an error) */
     struct gw_confirm *confirms, *confirms_tail;
     struct gw_journal_counters c;
 };

@@ -74,6 +74,18 @@ topology_load(const char *dir, struct gw_broker *b, uint64_t *next_qid)
                         err.line);
         return SCIMQ_EIO;
     }
+    if (json_integer_value(json_object_get(doc, "version")) != GW_JREC_FORMAT) {
+        SCIMQ_LOG_ERROR(
+            GATEWAY,
+            "%s: journal format %lld, this gateway reads format "
+            "%d only; start it with another --journal-dir (or "
+            "drain this one with the gateway that wrote it)",
+            path,
+            (long long) json_integer_value(json_object_get(doc, "version")),
+            GW_JREC_FORMAT);
+        json_decref(doc);
+        return SCIMQ_EIO;
+    }
     *next_qid = (uint64_t) json_integer_value(json_object_get(doc, "next_qid"));
     queues = json_object_get(doc, "queues");
     json_array_foreach(queues, i, v)
@@ -154,34 +166,42 @@ apply(struct model *m, const struct gw_jrec *r, uint64_t seg, uint64_t off)
 
     switch (r->type) {
     case GW_JREC_MSG: {
-        struct rpayload *p = gw_xcalloc(1, sizeof(*p));
+        struct rpayload *p = NULL;
         size_t names = 0;
 
-        p->id = r->payload_id;
-        p->seg = seg;
-        p->off = off;
-        p->len = r->data_len;
-        p->block_count = r->block_count;
-        p->blocks = gw_xcalloc(r->block_count + 1, sizeof(*p->blocks));
-        for (uint32_t i = 0; i < r->block_count; i++)
-            names += gw_jrec_block_at(r, i).name_len;
-        p->names = gw_xcalloc(1, names + 1);
-        names = 0;
-        for (uint32_t i = 0; i < r->block_count; i++) {
-            struct gw_jrec_block bl = gw_jrec_block_at(r, i);
+        HASH_FIND(hh, m->payloads, &r->payload_id, sizeof(r->payload_id), p);
+        if (p != NULL) {
+            /* Written again by compaction: the same bytes, here now. */
+            p->seg = seg;
+            p->off = off;
+        } else {
+            p = gw_xcalloc(1, sizeof(*p));
+            p->id = r->payload_id;
+            p->seg = seg;
+            p->off = off;
+            p->len = r->data_len;
+            p->block_count = r->block_count;
+            p->blocks = gw_xcalloc(r->block_count + 1, sizeof(*p->blocks));
+            for (uint32_t i = 0; i < r->block_count; i++)
+                names += gw_jrec_block_at(r, i).name_len;
+            p->names = gw_xcalloc(1, names + 1);
+            names = 0;
+            for (uint32_t i = 0; i < r->block_count; i++) {
+                struct gw_jrec_block bl = gw_jrec_block_at(r, i);
 
-            memcpy(p->names + names, bl.name, bl.name_len);
-            p->blocks[i] = (struct gw_restored_block){p->names + names,
-                                                      bl.name_len, bl.len};
-            names += bl.name_len;
+                memcpy(p->names + names, bl.name, bl.name_len);
+                p->blocks[i] = (struct gw_restored_block){p->names + names,
+                                                          bl.name_len, bl.len};
+                names += bl.name_len;
+            }
+            if (p->id > m->max_payload_id)
+                m->max_payload_id = p->id;
+            HASH_ADD(hh, m->payloads, id, sizeof(p->id), p);
         }
-        if (p->id > m->max_payload_id)
-            m->max_payload_id = p->id;
-        HASH_ADD(hh, m->payloads, id, sizeof(p->id), p);
         for (uint16_t i = 0; i < r->n_targets; i++) {
             struct gw_jrec_target t = gw_jrec_target_at(r, i);
 
-            msg_put(m, t.qid, t.msg_id, p->id, 0);
+            msg_put(m, t.qid, t.msg_id, p->id, t.attempt);
         }
         break;
     }

@@ -203,4 +203,11 @@ gw_stats_broker_json(const struct gw_snapshot *s, json_t *root)
                   (json_int_t) s->jc.recovered_queues, "segments",
                   (json_int_t) s->jc.recovered_segments, "truncated_bytes",
                   (json_int_t) s->jc.truncated_bytes));
+    json_object_set_new(json_object_get(root, "journal"), "compaction",
+                        json_pack("{s:I, s:I, s:I, s:I}", "segments",
+                                  (json_int_t) s->jc.compactions,
+                                  "moved_payloads",
+                                  (json_int_t) s->jc.moved_payloads,
+                                  "moved_bytes", (json_int_t) s->jc.moved_bytes,
+                                  "errors", (json_int_t) s->jc.move_errors));
 }

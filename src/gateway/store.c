@@ -175,15 +175,33 @@ gw_store_journal_written(struct gw_store *st, struct gw_payload *pl,
     g->bytes += bytes;
     st->j_bytes += bytes;
     if (pl != NULL) {
+        if (pl->moving) {
+            /* Compaction wrote it again: the old copy is dead. */
+            struct gw_segment *old = segment_get(st, pl->seg);
+
+            old->live--;
+            old->live_bytes -= pl->len;
+            pl->moving = false;
+            st->moving--;
+        }
         pl->journal = GW_PLJ_DONE;
         pl->seg = seg;
         pl->off = off;
         g->live++;
+        g->live_bytes += pl->len;
     }
     if (seg > st->j_active)
         st->j_active = seg;
     if (!st->restoring)
         segments_drop(st, out);
+}
+
+void
+gw_store_move_failed(struct gw_store *st, struct gw_payload *pl)
+{
+    /* Its old copy stays where it is, and still counts. */
+    pl->moving = false;
+    st->moving--;
 }
 
 static void
@@ -198,6 +216,8 @@ payload_free(struct gw_store *st, struct gw_payload *pl, struct gw_actions *out)
     gw_pool_free(&st->pool, pl->data, pl->len);
     load_queue_remove(st, pl);
     gw_heap_remove(&st->retries, &pl->retry);
+    if (pl->moving) /* settled while compaction waited for its bytes */
+        st->moving--;
     if (pl->has_file) {
         struct gw_action *a = gw_action_new(GW_ACT_SPILL_UNLINK);
 
@@ -211,6 +231,7 @@ payload_free(struct gw_store *st, struct gw_payload *pl, struct gw_actions *out)
 
         if (g->live > 0)
             g->live--;
+        g->live_bytes -= g->live_bytes < pl->len ? g->live_bytes : pl->len;
         if (!st->restoring)
             segments_drop(st, out);
     }

@@ -95,6 +95,9 @@ void gw_store_journal_written(struct gw_store *st, struct gw_payload *pl,
                               uint64_t seg, uint64_t off, uint64_t bytes,
                               struct gw_actions *out);
 
+/* A compaction's append of pl failed: pl stays where it was. */
+void gw_store_move_failed(struct gw_store *st, struct gw_payload *pl);
+
 /* Load retries and spill backoffs that are due. */
 void gw_store_tick(struct gw_store *st, uint64_t now, struct gw_actions *out);
 

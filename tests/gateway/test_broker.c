@@ -15,6 +15,7 @@
 
 #include "cunit_main.h"
 #include "gateway/broker.h"
+#include "gateway/journal_codec.h"
 #include "gateway/records.h"
 #include "gateway/store.h"
 
@@ -825,6 +826,101 @@ test_queue_durability(void)
     teardown();
 }
 
+/* Completes every journal append in out as written into segment seg;
+ * returns how many there were, and the last one's payload. */
+static uint32_t last_attempt; /* of the last MSG record's first target */
+
+static int
+journal_complete(uint64_t seg, struct gw_payload **last, int *syncs)
+{
+    struct gw_actions todo = out;
+    struct gw_action *a;
+    int n = 0;
+
+    out.head = out.tail = NULL;
+    while ((a = gw_actions_pop(&todo)) != NULL) {
+        if (a->kind == GW_ACT_JOURNAL_APPEND) {
+            a->seg = seg;
+            a->off = 4096;
+            if (last != NULL)
+                *last = a->payload;
+            if (syncs != NULL)
+                *syncs += a->sync;
+            if (a->payload != NULL) {
+                uint64_t body;
+                uint32_t flen, crc;
+                uint8_t type;
+                struct gw_jrec r;
+
+                CU_ASSERT_FATAL(
+                    gw_jrec_prefix(a->buf, &body, &flen, &crc, &type) == 0);
+                CU_ASSERT_FATAL(gw_jrec_fields(type,
+                                               a->buf + GW_JREC_PREFIX_LEN,
+                                               flen, body, &r) == 0);
+                last_attempt = gw_jrec_target_at(&r, 0).attempt;
+            }
+            gw_broker_spill_done(b, now, a, 0, &out);
+            n++;
+        }
+        gw_action_free(a);
+    }
+    return n;
+}
+
+/* A message nobody consumes, in the oldest segment among settled ones:
+ * compaction writes it again (synced, its attempt kept) and the old
+ * segment is deleted. */
+static void
+test_compaction(void)
+{
+    struct gw_broker_settings set = {.ack_timeout_ms = 5000,
+                                     .memory_limit = 8 * MiB,
+                                     .chunk_size = 64 * KiB,
+                                     .journal = true,
+                                     .durability = GW_DURABLE_BATCH,
+                                     .compact_percent = 25,
+                                     .disk_limit = 1024 * MiB};
+    struct gw_payload *stuck = NULL, *moved = NULL;
+    uint64_t discarded = 0;
+    int syncs = 0, drops = 0;
+    scimq_proto_str_t busy;
+
+    CU_ASSERT_FATAL(gw_broker_new(&set, &b) == 0);
+    out.head = out.tail = NULL;
+    session(10, 1, 1);
+    declare("stuck", SCIMQ_PROTO_QUEUE_GUARANTEED, 0, NULL);
+    declare("busy", SCIMQ_PROTO_QUEUE_GUARANTEED, 0, NULL);
+    CU_ASSERT(put(10, "stuck", 4 * KiB, 1) == 0);
+    CU_ASSERT(journal_complete(1, &stuck, NULL) == 1);
+    CU_ASSERT_FATAL(stuck != NULL && stuck->seg == 1);
+    queue("stuck")->ready->attempt = 2; /* delivered twice before */
+    for (int i = 0; i < 10; i++)
+        CU_ASSERT(put(10, "busy", 64 * KiB, 2) == 0);
+    CU_ASSERT(journal_complete(1, NULL, NULL) == 10);
+    CU_ASSERT(b->store.segments->live == 11);
+    /* The busy queue goes: its SETTLE records land in segment 2, and
+     * segment 1 is live by one 4 KiB payload of 660 KiB. */
+    busy = str("busy");
+    CU_ASSERT(gw_broker_delete(b, now, &busy, &discarded, &out) == 0);
+    CU_ASSERT(discarded == 10);
+    CU_ASSERT(b->store.segments->live == 1);
+    CU_ASSERT(journal_complete(2, NULL, NULL) == 10);
+    /* That event (the last completion) started the compaction. */
+    CU_ASSERT(stuck->moving);
+    CU_ASSERT(b->j.c.compactions == 1);
+    CU_ASSERT(journal_complete(2, &moved, &syncs) == 1);
+    CU_ASSERT(moved == stuck && syncs == 1 && last_attempt == 2);
+    CU_ASSERT(!stuck->moving && stuck->seg == 2);
+    CU_ASSERT(b->j.c.moved_payloads == 1 && b->j.c.moved_bytes == 4 * KiB);
+    for (struct gw_action *a = out.head; a != NULL; a = a->next)
+        drops += a->kind == GW_ACT_JOURNAL_DROP && a->seg == 1;
+    CU_ASSERT(drops == 1);
+    CU_ASSERT(b->store.segments->seg == 2);
+    CU_ASSERT(queue("stuck")->n_ready == 1 &&
+              queue("stuck")->ready->attempt == 2);
+    teardown();
+}
+
 static const struct scimq_cunit_test broker_tests[] = {
     {"lease, expiry and late ack", test_lease_expiry, 1},
     {"extend", test_extend, 1},
@@ -839,6 +935,7 @@ static const struct scimq_cunit_test broker_tests[] = {
     {"spill, spill errors and backoff", test_spill, 1},
     {"journal: eviction resumes producers", test_journal_eviction, 1},
     {"durability per queue", test_queue_durability, 1},
+    {"journal compaction", test_compaction, 1},
     {"payload pool", test_pool, 1},
     {NULL, NULL, 0}};
 

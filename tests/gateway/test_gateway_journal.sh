@@ -13,6 +13,10 @@
 #  5. Durability per queue on one gateway: after SIGKILL the sync and batch
 #     queues keep every confirmed message, the memory queue keeps its
 #     declaration and none of its messages.
+#  6. Compaction: one message nobody consumes, then 48 MiB through another
+#     queue in 1 MiB segments.  Without compaction every segment after the
+#     old message stays; with it the journal keeps a few, the old message
+#     moves (and survives SIGKILL, with its attempt count).
 . "$top_srcdir/tests/integration/lib.sh"
 journal="$workdir/journal"
 jstat() { gw_stat ".journal.$1"; }
@@ -136,5 +140,43 @@ expect_eq "qmem after the crash: ready" 0 "$(gw_stat '.queues[] | select(.name =
 expect_eq "qmem after the crash: durability" memory "$(gw_stat '.queues[] | select(.name == "qmem") | .durability')"
 drain qsync 20 "sync queue"
 drain qbatch 20 "batch queue"
+stop_gateway
+rm -rf "$journal"
+
+# 6. Compaction.  stream_past_stuck PERCENT: a fresh journal of 1 MiB
+# segments, one message in "stuck" (delivered once, given back), then 48 x
+# 1 MiB through "busy" to a verified consumer.
+stream_past_stuck() {
+    rm -rf "$journal"
+    start_gateway --journal-dir "$journal" --set gateway_journal_segment=1MiB \
+        --set "gateway_journal_compact=$1"
+    "$bindir/scimqctl" queue create stuck --guaranteed > /dev/null || fail "create"
+    "$bindir/scimqctl" queue create busy --guaranteed > /dev/null || fail "create"
+    bounded 60 "$bindir/scimq-send" --queue stuck --synthetic --size 64KiB \
+        --count 1 > /dev/null || fail "send stuck"
+    # One delivery that is not acknowledged: attempt 1, back in the queue.
+    bounded 60 "$bindir/scimq-recv" --queue stuck --count 1 --reject \
+        > /dev/null || fail "reject stuck"
+    bounded 120 "$bindir/scimq-send" --queue busy --synthetic --size 1MiB \
+        --count 48 --close > /dev/null || fail "send busy"
+    bounded 120 "$bindir/scimq-recv" --queue busy --verify --until-eos \
+        --expect 48 > "$workdir/recv6.json" || fail "consumer of busy"
+    expect_eq "compaction $1: busy verified" 48 "$(json_get "$workdir/recv6.json" .verified)"
+}
+stream_past_stuck 0
+[ "$(jstat segments)" -ge 40 ] ||
+    fail "without compaction the journal kept only $(jstat segments) segments"
+ok "without compaction the old message keeps $(jstat segments) segments"
+stop_gateway
+stream_past_stuck 25
+wait_until 30 "compaction never moved the old message" stat_ge .journal.compaction.moved_payloads 1
+wait_until 30 "the journal kept $(jstat segments) segments" stat_le .journal.segments 4
+ok "with compaction the journal keeps $(jstat segments) segments"
+crash
+start_gateway --journal-dir "$journal"
+expect_eq "compacted: recovered" 1 "$(jstat recovered.messages)"
+drain stuck 1 "compacted message"
+# Its one earlier delivery was kept: this one is its second attempt.
+expect_eq "compacted: attempt kept" 1 "$(json_get "$workdir/recv.stuck.json" .redelivered)"
 stop_gateway
 echo "$checks checks passed"

@@ -96,7 +96,7 @@ decode(const uint8_t *buf, size_t len, struct gw_jrec *r)
 static void
 test_codec(void)
 {
-    struct gw_jrec_target t[2] = {{7, 100}, {9, 101}};
+    struct gw_jrec_target t[2] = {{7, 100, 0}, {9, 101, 3}};
     struct gw_jrec_block bl[2] = {{"image", 5, 6}, {"", 0, 4}};
     struct gw_jrec r = msg_rec(42, t, 2, bl, 2, 10), d;
     size_t len;
@@ -107,6 +107,7 @@ test_codec(void)
     CU_ASSERT(d.n_targets == 2 && d.block_count == 2 && d.data_len == 10);
     CU_ASSERT(gw_jrec_target_at(&d, 1).qid == 9);
     CU_ASSERT(gw_jrec_target_at(&d, 1).msg_id == 101);
+    CU_ASSERT(gw_jrec_target_at(&d, 1).attempt == 3);
     CU_ASSERT(gw_jrec_block_at(&d, 0).len == 6);
     CU_ASSERT(memcmp(gw_jrec_block_at(&d, 0).name, "image", 5) == 0);
     CU_ASSERT(gw_jrec_block_at(&d, 1).name_len == 0);
@@ -191,7 +192,7 @@ static void
 test_recovery(void)
 {
     const char *topo =
-        "{\"version\":1,\"next_qid\":2,\"queues\":["
+        "{\"version\":2,\"next_qid\":2,\"queues\":["
         "{\"qid\":1,\"name\":\"in\",\"kind\":0,\"ack_timeout_ms\":5000,"
         "\"max_attempts\":0,\"max_bytes\":0,\"closed\":false,"
         "\"durability\":\"sync\"},"
@@ -203,7 +204,7 @@ test_recovery(void)
                                      .chunk_size = 64 << 10,
                                      .journal = true,
                                      .durability = 2};
-    struct gw_jrec_target both[2] = {{1, 10}, {2, 11}}, gone = {9, 12};
+    struct gw_jrec_target both[2] = {{1, 10, 0}, {2, 11, 0}}, gone = {9, 12, 0};
     struct gw_jrec_block bl = {"d", 1, 4};
     struct gw_recovery_report rep;
     struct gw_actions out = {NULL, NULL};
@@ -230,7 +231,7 @@ test_recovery(void)
     r = small_rec(GW_JREC_ATTEMPT, 2, 11, 0, 2);
     append_rec("0000000000000002.seg", &r, NULL);
     {
-        struct gw_jrec_target t20 = {1, 20}, t21 = {1, 21};
+        struct gw_jrec_target t20 = {1, 20, 0}, t21 = {1, 21, 0};
 
         r = msg_rec(3, &t20, 1, &bl, 1, 4);
         append_rec("0000000000000002.seg", &r, "CCCC");
@@ -241,7 +242,7 @@ test_recovery(void)
     }
     /* A torn tail: half a record. */
     {
-        struct gw_jrec_target t22 = {1, 22};
+        struct gw_jrec_target t22 = {1, 22, 0};
         size_t len;
         uint8_t *buf;
 
@@ -251,17 +252,28 @@ test_recovery(void)
         free(buf);
     }
 
+    /* Segment 3: compaction wrote payload 4 again, message 21 at its
+     * fourth attempt. */
+    {
+        struct gw_jrec_target t21 = {1, 21, 4};
+
+        r = msg_rec(4, &t21, 1, &bl, 1, 4);
+        append_rec("0000000000000003.seg", &r, "DDDD");
+    }
+
     CU_ASSERT_FATAL(gw_broker_new(&set, &b) == 0);
     CU_ASSERT_FATAL(gw_recover(dir, b, &out, &rep) == 0);
     CU_ASSERT(rep.messages == 2); /* 11 in copy, 21 in in */
     CU_ASSERT(rep.bytes == 8);
-    CU_ASSERT(rep.segments == 2);
+    CU_ASSERT(rep.segments == 3);
     CU_ASSERT(rep.truncated_bytes > 0);
-    CU_ASSERT(rep.next_segment == 3);
+    CU_ASSERT(rep.next_segment == 4);
     CU_ASSERT_FATAL(queue_named(b, "in") != NULL);
     CU_ASSERT_FATAL(queue_named(b, "copy") != NULL);
     CU_ASSERT(queue_named(b, "in")->n_ready == 1);
     CU_ASSERT(queue_named(b, "in")->ready->id == 21);
+    CU_ASSERT(queue_named(b, "in")->ready->attempt == 4);
+    CU_ASSERT(queue_named(b, "in")->ready->payload->seg == 3);
     CU_ASSERT(queue_named(b, "copy")->n_ready == 1);
     CU_ASSERT(queue_named(b, "copy")->ready->id == 11);
     CU_ASSERT(queue_named(b, "copy")->ready->attempt == 2);
@@ -290,6 +302,8 @@ test_recovery(void)
     unlink(path);
     snprintf(path, sizeof(path), "%s/0000000000000001.seg", dir);
     unlink(path);
+    snprintf(path, sizeof(path), "%s/0000000000000003.seg", dir);
+    unlink(path);
     snprintf(path, sizeof(path), "%s/" GW_JOURNAL_TOPOLOGY_FILE, dir);
     unlink(path);
     rmdir(dir);
@@ -303,7 +317,7 @@ test_recovery(void)
 static void
 test_segment_writer(void)
 {
-    const char *topo = "{\"version\":1,\"next_qid\":1,\"queues\":["
+    const char *topo = "{\"version\":2,\"next_qid\":1,\"queues\":["
                        "{\"qid\":1,\"name\":\"in\",\"kind\":0,"
                        "\"ack_timeout_ms\":5000,\"max_attempts\":0,"
                        "\"max_bytes\":0,\"closed\":false,"
@@ -314,7 +328,7 @@ test_segment_writer(void)
                                      .journal = true,
                                      .durability = 2};
     const uint64_t big_len = 200 * 1024 + 100;
-    struct gw_jrec_target t10 = {1, 10}, t11 = {1, 11}, t12 = {1, 12};
+    struct gw_jrec_target t10 = {1, 10, 0}, t11 = {1, 11, 0}, t12 = {1, 12, 0};
     struct gw_jrec_block bl = {"d", 1, 4}, bbl = {"image", 5, big_len};
     struct gw_recovery_report rep;
     struct gw_actions out = {NULL, NULL};

@@ -68,10 +68,13 @@ wait_until() {
     done
 }
 
-# stat_ge FILTER N, stat_eq FILTER N: the gateway statistic FILTER is at
-# least N, is N.
+# stat_ge FILTER N, stat_le FILTER N, stat_eq FILTER N: the gateway
+# statistic FILTER is at least N, at most N, is N.
 stat_ge() {
     [ "$(gw_stat "$1")" -ge "$2" ]
+}
+stat_le() {
+    [ "$(gw_stat "$1")" -le "$2" ]
 }
 stat_eq() {
     [ "$(gw_stat "$1")" -eq "$2" ]
