@@ -26,7 +26,10 @@
 # journal mode instead, interleaved, on the new gateway: memory without a
 # journal, batch and sync with a fresh journal in $TMPDIR (put TMPDIR on
 # the disk to measure), and adds the journal's syncs per trial and their
-# median latency; ratios are against the first mode.
+# latency (median, p99, both as the upper bound of their power-of-two
+# bucket, and the largest); ratios are against the first mode.  With --gateway-ref
+# too, every mode also runs on the reference (ref-MODE, interleaved), and
+# each mode's MiB/s and CPU get the ratio to the reference's.
 #
 # --memory-test instead runs a producer at least twice as fast as its
 # consumer against --memory-limit (256MiB), with a spill directory and
@@ -170,8 +173,11 @@ gw_new=$build/src/gateway/scimq-gateway
 tools_new=$build/src/tools
 tools_ref=${tools_ref:-$tools_new}
 builds=gateway
+if [ -n "$gw_ref" ]; then
+    builds='new ref'
+    [ -x "$gw_ref" ] || die "--gateway-ref $gw_ref is not an executable"
+fi
 if [ -n "${durability:-}" ]; then
-    [ -z "$gw_ref" ] || die "--durability and --gateway-ref do not go together"
     ! $memory_test || die "--durability and --memory-test do not go together"
     builds=$(echo "$durability" | tr ',' ' ')
     for b in $builds; do
@@ -180,18 +186,22 @@ if [ -n "${durability:-}" ]; then
         *) die "--durability: '$b' is not memory, batch or sync" ;;
         esac
     done
-fi
-if [ -n "$gw_ref" ]; then
-    builds='new ref'
-    [ -x "$gw_ref" ] || die "--gateway-ref $gw_ref is not an executable"
+    # With --gateway-ref every mode runs on the reference too (ref-MODE).
+    [ -z "$gw_ref" ] || builds="$builds $(for b in $builds; do printf 'ref-%s ' "$b"; done)"
 fi
 [ -x "$gw_new" ] || die "$gw_new not built (BUILDDIR=$build)"
 
 gw_of() {
-    if [ "$1" = ref ]; then echo "$gw_ref"; else echo "$gw_new"; fi
+    case $1 in
+    ref | ref-*) echo "$gw_ref" ;;
+    *) echo "$gw_new" ;;
+    esac
 }
 tools_of() {
-    if [ "$1" = ref ]; then echo "$tools_ref"; else echo "$tools_new"; fi
+    case $1 in
+    ref | ref-*) echo "$tools_ref" ;;
+    *) echo "$tools_new" ;;
+    esac
 }
 
 if $memory_test; then
@@ -383,7 +393,7 @@ ratio() {
 
 # row SIZE K METRIC BUILD DIST(5 words) [RATIO NOTE]: one table line.
 row() {
-    printf '%-7s %3s  %-10s %-8s %9s %9s %9s %9s %9s  %s\n' "$@" | tee -a "$txt"
+    printf '%-7s %3s  %-10s %-10s %9s %9s %9s %9s %9s  %s\n' "$@" | tee -a "$txt"
 }
 
 machine() {
@@ -403,7 +413,7 @@ machine() {
 # after the other's teardown) and a drift of the machine over the run
 # weighs on both alike.
 order() {
-    if [ -n "$gw_ref" ] && [ $(($1 % 2)) -eq 0 ]; then
+    if [ -n "$gw_ref" ] && [ -z "${durability:-}" ] && [ $(($1 % 2)) -eq 0 ]; then
         echo ref new
     elif [ -n "${durability:-}" ] && [ $(($1 % 2)) -eq 0 ]; then
         # Reversed on even trials, so no mode always runs first.
@@ -421,13 +431,16 @@ journal_sample() {
     jq -r '.journal.syncs // 0' "$work/stats.json" >> "$work/$1.syncs"
     jq -r '.journal.sync_us.median_below // 0' "$work/stats.json" \
         >> "$work/$1.syncus"
+    jq -r '.journal.sync_us.p99_below // 0' "$work/stats.json" \
+        >> "$work/$1.syncp99"
+    jq -r '.journal.sync_us.max // 0' "$work/stats.json" >> "$work/$1.syncmax"
     rm -rf "$work/journal.$1.$2"
 }
 
 # journal_args BUILD T: a fresh journal for a durability mode's trial.
 journal_args() {
-    case $1 in
-    batch | sync) echo "--journal-dir $work/journal.$1.$2 --durability $1" ;;
+    case ${1#ref-} in
+    batch | sync) echo "--journal-dir $work/journal.$1.$2 --durability ${1#ref-}" ;;
     esac
 }
 
@@ -501,7 +514,7 @@ json_trial() {
     fi
     jr=false
     case $3 in
-    iperf3 | ref) jr=true ;;
+    iperf3 | ref | ref-*) jr=true ;;
     esac
     jfirst=${durability:-}
     jfirst=${jfirst%%,*}
@@ -551,7 +564,7 @@ throughput() {
             "$mem_limit${gwargs:+, $gwargs}"
         [ -z "$gw_ref" ] || echo "interleaved: new ref, ref new, new ref," \
             "...; ratio = new / ref of the medians"
-        printf '%-7s %3s  %-10s %-8s %9s %9s %9s %9s %9s  %s\n' size K \
+        printf '%-7s %3s  %-10s %-10s %9s %9s %9s %9s %9s  %s\n' size K \
             metric build min Q1 median Q3 max ratio
     } | tee "$txt"
     json=
@@ -601,7 +614,7 @@ conf_json() {
         --argjson k "$k" --argjson n "$(wc -l < "$work/$first_build.mibs")" \
         '{size: $b, size_arg: $s, streams: $k, trials: $n}')
     metrics='mibs cpu rss'
-    [ -z "${durability:-}" ] || metrics='mibs cpu rss syncs syncus'
+    [ -z "${durability:-}" ] || metrics='mibs cpu rss syncs syncus syncp99 syncmax'
     for metric in $metrics; do
         case $metric in
         mibs) name=MiB/s fmt=%.0f key=MiB_per_s ;;
@@ -609,6 +622,8 @@ conf_json() {
         rss) name='RSS MiB' fmt=%.0f key=peak_rss_MiB ;;
         syncs) name='syncs' fmt=%.0f key=syncs ;;
         syncus) name='sync us<' fmt=%.0f key=sync_median_us ;;
+        syncp99) name='p99 us<' fmt=%.0f key=sync_p99_us ;;
+        syncmax) name='max us' fmt=%.0f key=sync_max_us ;;
         esac
         for b in $builds; do
             note=
@@ -618,6 +633,13 @@ conf_json() {
                 [ "$metric" = mibs ]; then
                 note="$(ratio "$(median "$work/$b.$metric")" \
                     "$(median "$work/$first_build.$metric")") ($b/$first_build)"
+            fi
+            # The same mode on the reference, side by side.
+            if [ -n "${durability:-}" ] && [ -n "$gw_ref" ] &&
+                [ "${b#ref-}" = "$b" ] && { [ "$metric" = mibs ] ||
+                [ "$metric" = cpu ]; }; then
+                note="${note:+$note, }$(ratio "$(median "$work/$b.$metric")" \
+                    "$(median "$work/ref-$b.$metric")") ($b/ref-$b)"
             fi
             # shellcheck disable=SC2046 # five numbers, split on purpose
             row "$size" "$k" "$name" "$b" $(dist "$work/$b.$metric" "$fmt") \
