@@ -340,7 +340,7 @@ test_segment_writer(void)
     struct stat st;
     char path[256];
     uint8_t *big, *back;
-    void *mem;
+    void *mem = NULL;
     size_t len;
     uint8_t *hdr;
     int fd;
