@@ -379,6 +379,7 @@ client_free(struct scimq_client *c)
     free(c->client_name);
     free(c->congestion);
     scimq__token_free(c->token, c->token_len);
+    scimq__tls_ctx_free(c->tls_ctx);
     pthread_cond_destroy(&c->cond);
     pthread_mutex_destroy(&c->lock);
     free(c);
@@ -386,7 +387,7 @@ client_free(struct scimq_client *c)
 
 static int
 client_setup(struct scimq_client *c, const scimq_client_options_t *opts,
-             const char *host, uint16_t port)
+             const char *host, uint16_t port, bool tls)
 {
     const char *path;
     size_t slots = 256;
@@ -429,6 +430,20 @@ client_setup(struct scimq_client *c, const scimq_client_options_t *opts,
             c->token = NULL;
             c->token_len = 0;
         }
+    }
+
+    if (tls) {
+        char err[512] = "";
+
+        rc = scimq__tls_ctx_client(scimq__param_str(SCIMQ_PARAM_TLS_CA),
+                                   scimq__param_str(SCIMQ_PARAM_TLS_CERT),
+                                   scimq__param_str(SCIMQ_PARAM_TLS_KEY),
+                                   &c->tls_ctx, err, sizeof(err));
+        if (rc < 0) {
+            SCIMQ_LOG_ERROR(CLIENT, "TLS: %s", err);
+            return rc;
+        }
+        snprintf(c->tls_host, sizeof(c->tls_host), "%s", host);
     }
 
     while (slots < 2 * (size_t) opts->confirm_window && slots < (1u << 14))
@@ -494,6 +509,7 @@ scimq_client_open(const char *url, const scimq_client_options_t *opts,
     scimq_client_options_t def;
     char host[SCIMQ_HOST_MAX];
     struct scimq_client *c;
+    bool tls = false;
     sigset_t all, old;
     uint16_t port = 0;
     struct op *op;
@@ -511,6 +527,11 @@ scimq_client_open(const char *url, const scimq_client_options_t *opts,
     rc = options_check(opts);
     if (rc < 0)
         return rc;
+    if (strncmp(url, "scimqs://", 9) == 0) {
+        /* TLS around the same protocol (the token still authenticates). */
+        tls = true;
+        url += 9;
+    }
     if (strncmp(url, "unix:", 5) == 0 && url[5] != '\0' &&
         strlen(url + 5) < sizeof(host)) {
         /* A local socket path; port 0 says so to resolve(). */
@@ -518,11 +539,13 @@ scimq_client_open(const char *url, const scimq_client_options_t *opts,
     } else if (scimq__hostport_parse(url, host, sizeof(host), &port) != 0 ||
                host[0] == '\0' || port == 0) {
         SCIMQ_LOG_ERROR(CLIENT,
-                        "bad gateway URL '%s' (scimq://HOST:PORT or "
-                        "unix:PATH)",
+                        "bad gateway URL '%s' (scimq://HOST:PORT, "
+                        "scimqs://HOST:PORT or unix:PATH)",
                         url);
         return SCIMQ_EINVAL;
     }
+    if (tls && port == 0)
+        return SCIMQ_EINVAL; /* a local socket needs no TLS */
 
     c = calloc(1, sizeof(*c));
     if (c == NULL)
@@ -544,7 +567,7 @@ scimq_client_open(const char *url, const scimq_client_options_t *opts,
         }
         pthread_condattr_destroy(&ca);
     }
-    rc = client_setup(c, opts, host, port);
+    rc = client_setup(c, opts, host, port, tls);
     if (rc < 0)
         goto fail_free;
     rc = loop_setup(c);

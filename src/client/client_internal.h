@@ -30,6 +30,7 @@
 #include <scimq/client.h>
 #include <scimq/proto.h>
 
+#include "common/tls.h"
 #include "list.h"
 
 /* Bytes of the staging buffer that receives frame headers. */
@@ -76,7 +77,8 @@ struct op {
     /* The frame(s) on the wire: iovecs over mem and the caller's blocks. */
     struct iovec *iov;
     unsigned int iovcnt;
-    uint8_t *mem; /* encoded header bytes (and trailer) */
+    uint8_t *mem;    /* encoded header bytes (and trailer) */
+    uint8_t *cipher; /* TLS: the frames encrypted, while written */
     uint64_t frame_len;
     uv_write_t wreq;
 
@@ -142,6 +144,10 @@ struct stream {
     bool rx_user;    /* rx_buf came from opts.payload_alloc */
     int rx_drop_rc;  /* DELIVER payload could not be allocated: NACK it */
     uint8_t stage[CLIENT_STAGE_LEN];
+    /* TLS (scimqs://; NULL: plain): ciphertext is read into cipher and
+     * decrypted into the stage, or straight into a payload's buffer. */
+    struct scimq_tls *tls;
+    uint8_t *cipher;
 
     /* Handshake. */
     uint64_t hello_rid, auth_rid, bye_rid;
@@ -238,6 +244,8 @@ struct scimq_client {
     char *congestion;
     uint8_t *token;
     size_t token_len;
+    scimq_tls_ctx_t *tls_ctx; /* scimqs://: the streams speak TLS */
+    char tls_host[256];       /* the name the certificate must carry */
     struct sockaddr_storage *addrs;
     socklen_t *addr_lens;
     size_t naddrs;

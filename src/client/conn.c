@@ -92,6 +92,10 @@ scimq__conn_init(struct scimq_client *c, struct stream *s, uint16_t index)
 void
 scimq__conn_fini(struct stream *s)
 {
+    scimq__tls_free(s->tls);
+    s->tls = NULL;
+    free(s->cipher);
+    s->cipher = NULL;
     scimq__msg_payload_drop(s->c, s);
     scimq_proto_decoder_destroy(s->dec);
     s->dec = NULL;
@@ -125,21 +129,88 @@ on_write(uv_write_t *req, int status)
     struct op *op = req->data;
     struct stream *s = req->handle->data;
 
+    free(op->cipher);
+    op->cipher = NULL;
     scimq__session_write_done(s->c, s, op, status);
+}
+
+/* TLS records of their own (handshake, alerts): a buffer and its write. */
+struct tls_out {
+    uv_write_t req;
+    uint8_t data[];
+};
+
+static void
+on_tls_out(uv_write_t *req, int status)
+{
+    (void) status; /* a failed write shows as a failed read too */
+    free(req);
+}
+
+/* TLS: sends the ciphertext waiting.  0 or a SCIMQ_E* code. */
+static int
+conn_tls_flush(struct stream *s)
+{
+    size_t len = s->tls != NULL ? scimq__tls_pending(s->tls) : 0;
+    struct tls_out *o;
+    uv_buf_t buf;
+    int rc;
+
+    if (len == 0)
+        return 0;
+    o = malloc(sizeof(*o) + len);
+    if (o == NULL)
+        return SCIMQ_ENOMEM;
+    buf = uv_buf_init((char *) o->data,
+                      (unsigned int) scimq__tls_take(s->tls, o->data, len));
+    rc = uv_write(&o->req, (uv_stream_t *) &s->tcp, &buf, 1, on_tls_out);
+    if (rc < 0) {
+        free(o);
+        return scimq__err_from_errno(-rc);
+    }
+    return 0;
 }
 
 int
 scimq__conn_write(struct stream *s, struct op *op)
 {
+    uv_buf_t cbuf;
     int rc;
 
     op->wreq.data = op;
     op->stream = s;
     op->writing = true;
-    /* libuv copies the array of buffers; the bytes stay the op's. */
-    rc = uv_write(&op->wreq, (uv_stream_t *) &s->tcp, (uv_buf_t *) op->iov,
-                  op->iovcnt, on_write);
+    if (s->tls != NULL) {
+        /* Encrypted as one buffer; the op's bytes stay as they are (a
+         * resend on another stream encrypts them again). */
+        size_t len;
+
+        for (unsigned int i = 0; i < op->iovcnt; i++) {
+            rc = scimq__tls_write(s->tls, op->iov[i].iov_base,
+                                  op->iov[i].iov_len);
+            if (rc < 0) {
+                op->writing = false;
+                return rc;
+            }
+        }
+        len = scimq__tls_pending(s->tls);
+        free(op->cipher);
+        op->cipher = malloc(len > 0 ? len : 1);
+        if (op->cipher == NULL) {
+            op->writing = false;
+            return SCIMQ_ENOMEM;
+        }
+        cbuf = uv_buf_init((char *) op->cipher, (unsigned int) scimq__tls_take(
+                                                    s->tls, op->cipher, len));
+        rc = uv_write(&op->wreq, (uv_stream_t *) &s->tcp, &cbuf, 1, on_write);
+    } else {
+        /* libuv copies the array of buffers; the bytes stay the op's. */
+        rc = uv_write(&op->wreq, (uv_stream_t *) &s->tcp, (uv_buf_t *) op->iov,
+                      op->iovcnt, on_write);
+    }
     if (rc < 0) {
+        free(op->cipher);
+        op->cipher = NULL;
         op->writing = false;
         return scimq__err_from_errno(-rc);
     }
@@ -472,6 +543,13 @@ on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     struct iovec iov;
 
     (void) suggested;
+    if (s->tls != NULL) {
+        /* Ciphertext: decrypted by conn_tls_rx. */
+        s->direct = false;
+        buf->base = (char *) s->cipher;
+        buf->len = CLIENT_STAGE_LEN;
+        return;
+    }
     if (s->rx_payload && scimq_proto_decoder_iov(s->dec, &iov, 1) == 1) {
         s->direct = true;
         buf->base = iov.iov_base;
@@ -499,6 +577,53 @@ conn_rx_stage(struct stream *s, size_t len)
     return 0;
 }
 
+/*
+ * TLS: the handshake first (then HELLO goes), then plaintext into the
+ * payload buffer while a payload is read (decrypted in place) or into the
+ * stage, processed as read bytes are.
+ */
+static int
+conn_tls_rx(struct stream *s, const void *data, size_t len)
+{
+    int rc = scimq__tls_feed(s->tls, data, len);
+
+    if (rc == 0 && s->state == SS_CONNECTING) {
+        rc = scimq__tls_handshake(s->tls);
+        if (rc < 0)
+            SCIMQ_LOG_ERROR(CLIENT, "stream %u: %s", s->index,
+                            scimq__tls_error(s->tls));
+        if (rc == 1)
+            rc = conn_send_hello(s);
+        else if (rc == 0)
+            return conn_tls_flush(s);
+    }
+    while (rc >= 0 && conn_reading(s)) {
+        struct iovec iov;
+        ssize_t n;
+
+        if (s->rx_payload && scimq_proto_decoder_iov(s->dec, &iov, 1) == 1) {
+            n = scimq__tls_read(s->tls, iov.iov_base, iov.iov_len);
+            if (n > 0)
+                rc = conn_rx_event(
+                    s, scimq_proto_decoder_advance(s->dec, (size_t) n));
+        } else {
+            n = scimq__tls_read(s->tls, s->stage, sizeof(s->stage));
+            if (n > 0)
+                rc = conn_rx_stage(s, (size_t) n);
+        }
+        if (n < 0) {
+            SCIMQ_LOG_ERROR(CLIENT, "stream %u: %s", s->index,
+                            scimq__tls_error(s->tls));
+            rc = (int) n;
+        }
+        if (n <= 0)
+            break;
+    }
+    if (rc >= 0)
+        rc = conn_tls_flush(s);
+    return rc;
+}
+
 static void
 on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf)
 {
@@ -508,7 +633,9 @@ on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf)
 
     (void) buf;
     s->direct = false;
-    if (nread == 0 || !conn_reading(s))
+    /* Connected, TLS handshake under way: its records are read too. */
+    if (nread == 0 ||
+        (!conn_reading(s) && !(s->tls != NULL && s->state == SS_CONNECTING)))
         return;
     if (nread < 0) {
         if (nread != UV_EOF)
@@ -522,7 +649,9 @@ on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf)
         scimq__conn_fail(s, rc);
         return;
     }
-    if (direct)
+    if (s->tls != NULL)
+        rc = conn_tls_rx(s, buf->base, (size_t) nread);
+    else if (direct)
         rc = conn_rx_event(s,
                            scimq_proto_decoder_advance(s->dec, (size_t) nread));
     else
@@ -574,9 +703,28 @@ on_connect(uv_connect_t *req, int status)
         }
         c->creator = s;
     }
+    if (c->tls_ctx != NULL) {
+        /* A new TLS session per connection; HELLO once it is up. */
+        scimq__tls_free(s->tls);
+        s->tls = NULL;
+        if ((s->cipher == NULL &&
+             (s->cipher = malloc(CLIENT_STAGE_LEN)) == NULL) ||
+            scimq__tls_new(c->tls_ctx, false, c->tls_host, &s->tls) != 0) {
+            scimq__conn_fail(s, SCIMQ_ENOMEM);
+            return;
+        }
+    }
     rc = uv_read_start((uv_stream_t *) &s->tcp, on_alloc, on_read);
     if (rc < 0) {
         scimq__conn_fail(s, scimq__err_from_errno(-rc));
+        return;
+    }
+    if (s->tls != NULL) {
+        rc = scimq__tls_handshake(s->tls);
+        if (rc >= 0)
+            rc = conn_tls_flush(s);
+        if (rc < 0)
+            scimq__conn_fail(s, rc);
         return;
     }
     rc = conn_send_hello(s);

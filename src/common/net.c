@@ -30,6 +30,8 @@ scimq__hostport_parse(const char *text, char *host, size_t hostlen,
         return SCIMQ_EINVAL;
     if (strncmp(p, "scimq://", 8) == 0)
         p += 8;
+    else if (strncmp(p, "scimqs://", 9) == 0)
+        p += 9;
     if (*p == '[') {
         end = strchr(p, ']');
         if (end == NULL || end[1] != ':')

@@ -9,7 +9,8 @@
 #define SCIMQ_HOST_MAX 256
 
 /*
- * Parses "HOST:PORT", "[IPV6]:PORT" or a URL "scimq://HOST:PORT[/]".  HOST
+ * Parses "HOST:PORT", "[IPV6]:PORT" or a URL "scimq://HOST:PORT[/]" (or
+ * "scimqs://": TLS, which the caller sees from the URL).  HOST
  * may be empty in "HOST:PORT" (meaning any address); PORT 0 means any free
  * port.  Returns 0 or SCIMQ_EINVAL.
  */

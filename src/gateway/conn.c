@@ -27,6 +27,7 @@
 #define CONN_READ_MAX (1u << 30)
 
 static void conn_process(struct gw_conn *c);
+static void tls_pump(struct gw_conn *c);
 
 /* ======================================================================== */
 /* Reading                                                                   */
@@ -143,6 +144,11 @@ on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     struct iovec iov;
 
     (void) suggested;
+    if (c->tls != NULL) {
+        /* Ciphertext: decrypted by tls_pump, into the payload buffer. */
+        *buf = uv_buf_init((char *) c->cipher, CONN_STAGE_LEN);
+        return;
+    }
     if (c->in_payload && scimq_proto_decoder_iov(c->dec, &iov, 1) == 1 &&
         iov.iov_base != NULL) {
         /* Zero-copy: the kernel writes into the message's own buffer. */
@@ -177,6 +183,14 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     c->frame_bytes += (uint64_t) nread;
     c->last_read_ms = now;
     c->info.bytes_in += (uint64_t) nread;
+    if (c->tls != NULL) {
+        if (scimq__tls_feed(c->tls, buf->base, (size_t) nread) != 0) {
+            gw_conn_close(c, "out of memory");
+            return;
+        }
+        tls_pump(c);
+        return;
+    }
     if (buf->base == (char *) c->stage) {
         c->stage_len = (size_t) nread;
         c->stage_off = 0;
@@ -185,6 +199,57 @@ on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (on_event(c, scimq_proto_decoder_advance(c->dec, (size_t) nread)))
         conn_process(c);
+}
+
+/*
+ * TLS: plaintext out of the connection's TLS, into the payload buffer
+ * when a payload is being read (decrypted in place: one copy fewer than
+ * staging it) or into the stage, and processed as read bytes would be.
+ * Runs after each read and whenever reading resumes (what TLS buffered is
+ * not announced by the socket again).  Bounded by what was fed.
+ */
+static void
+tls_pump(struct gw_conn *c)
+{
+    while (!c->closing && !c->close_after_write && !c->parked &&
+           !c->out_blocked) {
+        struct iovec iov;
+        void *dst = c->stage;
+        size_t cap = CONN_STAGE_LEN;
+        bool direct = false;
+        ssize_t n;
+
+        if (c->stage_off < c->stage_len) {
+            conn_process(c);
+            if (c->stage_off < c->stage_len)
+                break; /* held up: resumes later */
+            continue;
+        }
+        if (c->in_payload && scimq_proto_decoder_iov(c->dec, &iov, 1) == 1 &&
+            iov.iov_base != NULL) {
+            dst = iov.iov_base;
+            cap = iov.iov_len > CONN_READ_MAX ? CONN_READ_MAX : iov.iov_len;
+            direct = true;
+        }
+        n = scimq__tls_read(c->tls, dst, cap);
+        if (n < 0) {
+            gw_conn_tls_flush(c); /* the alert, if any */
+            atomic_fetch_add(&c->gw->conns.protocol_errors, 1);
+            gw_conn_close(c, scimq__tls_error(c->tls));
+            return;
+        }
+        if (n == 0)
+            break;
+        if (direct) {
+            if (!on_event(c, scimq_proto_decoder_advance(c->dec, (size_t) n)))
+                break;
+            continue;
+        }
+        c->stage_len = (size_t) n;
+        c->stage_off = 0;
+        conn_process(c);
+    }
+    gw_conn_tls_flush(c);
 }
 
 /* ======================================================================== */
@@ -265,6 +330,8 @@ on_accept_failed(uv_handle_t *h)
 
     atomic_fetch_sub(&c->gw->n_connections, 1);
     scimq_proto_decoder_destroy(c->dec);
+    scimq__tls_free(c->tls);
+    free(c->cipher);
     free(c->stage);
     free(c);
 }
@@ -292,7 +359,10 @@ conn_refuse(struct gw_conn *c, int code, const char *text)
         for (size_t i = 0; i < n; i++)
             bufs[i] =
                 uv_buf_init(iov[i].iov_base, (unsigned int) iov[i].iov_len);
-        (void) uv_try_write((uv_stream_t *) &c->tcp, bufs, (unsigned int) n);
+        /* Plain text only: a TLS peer gets no readable ERROR. */
+        if (c->tls == NULL)
+            (void) uv_try_write((uv_stream_t *) &c->tcp, bufs,
+                                (unsigned int) n);
     }
     gw_conn_close(c, NULL);
 }
@@ -346,6 +416,16 @@ gw_conn_accept(struct gw_conn_host *host, uv_stream_t *server, bool admin)
         memcpy(c->info.congestion, si.congestion, sizeof(si.congestion));
     }
     c->accepted_ms = c->last_read_ms = gw_now_ms();
+    if (!admin && gw->opt.tls != NULL &&
+        ((c->cipher = malloc(CONN_STAGE_LEN)) == NULL ||
+         scimq__tls_new(gw->opt.tls, true, NULL, &c->tls) != 0)) {
+        /* Not registered yet: closed as a failed accept. */
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_ERROR, GATEWAY, 5000,
+                         "out of memory for a TLS connection");
+        c->closing = true;
+        uv_close((uv_handle_t *) &c->tcp, on_accept_failed);
+        return;
+    }
     HASH_ADD(hh, host->conns, id, sizeof(c->id), c);
     why = gw_connreg_add(&gw->conns, &c->info, &gw->opt.peer_limits);
     if (atomic_load(&gw->n_connections) > gw->opt.max_connections) {
@@ -430,6 +510,8 @@ gw_conn_action(struct gw_conn_host *host, struct gw_action *a)
             frame_clock_restart(c);
             if (on_header(c)) {
                 conn_process(c);
+                if (c->tls != NULL)
+                    tls_pump(c);
                 read_start(c);
             }
         }
@@ -449,6 +531,8 @@ gw_conn_output_drained(struct gw_conn *c)
     frame_clock_restart(c);
     /* Frames already staged first, then the socket again. */
     conn_process(c);
+    if (c->tls != NULL)
+        tls_pump(c);
     read_start(c);
 }
 
@@ -529,7 +613,7 @@ gw_conn_close_all(struct gw_conn_host *host)
         size_t n = 0;
         uint64_t total = 0;
 
-        if (!c->closing && c->writes_pending == 0 &&
+        if (!c->closing && c->writes_pending == 0 && c->tls == NULL &&
             scimq_proto_encode(&bye, hdr, sizeof(hdr), iov, 1, &n, &total) ==
                 0 &&
             n == 1) {

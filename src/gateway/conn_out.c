@@ -29,6 +29,8 @@ struct conn_write {
     uint8_t *hdr;
     uint64_t bytes;
     uint64_t counted; /* bytes in gw_conn.out_queued */
+    uint8_t *cipher;  /* TLS: what is written instead of bufs */
+    bool raw;         /* TLS records of their own, not a frame */
     unsigned int nbufs;
     uv_buf_t bufs[];
 };
@@ -48,10 +50,11 @@ on_write(uv_write_t *req, int status)
 
     c->writes_pending--;
     c->out_queued -= wr->counted;
-    if (status == 0) {
+    if (status == 0 && !wr->raw) {
         c->info.bytes_out += wr->bytes;
         c->info.frames_out++;
     }
+    free(wr->cipher);
     if (wr->payload != NULL)
         gw_hub_written(&c->gw->hub, c->host->index, wr->conn_id, wr->payload,
                        wr->payload_len);
@@ -101,6 +104,29 @@ gw_conn_send(struct gw_conn *c, const scimq_proto_frame_t *f,
     wr->owned = owned;
     wr->bytes = total;
     wr->nbufs = (unsigned int) iovcnt;
+    if (c->tls != NULL) {
+        /* Encrypted here, once: the pool's bytes are read by the cipher,
+         * and the ciphertext goes out as one buffer. */
+        size_t len;
+
+        for (unsigned int i = 0; i < wr->nbufs; i++) {
+            rc = scimq__tls_write(c->tls, wr->bufs[i].base, wr->bufs[i].len);
+            if (rc != 0) {
+                /* Half a record stream: nothing later can be trusted. */
+                gw_conn_close(c, scimq__tls_error(c->tls));
+                goto fail;
+            }
+        }
+        len = scimq__tls_pending(c->tls);
+        rc = SCIMQ_ENOMEM;
+        wr->cipher = malloc(len > 0 ? len : 1);
+        if (wr->cipher == NULL)
+            goto fail;
+        wr->bufs[0] = uv_buf_init(
+            (char *) wr->cipher,
+            (unsigned int) scimq__tls_take(c->tls, wr->cipher, len));
+        wr->nbufs = 1;
+    }
     if (uv_write(&wr->req, (uv_stream_t *) &c->tcp, wr->bufs, wr->nbufs,
                  on_write) != 0) {
         rc = SCIMQ_ECONNRESET;
@@ -127,8 +153,10 @@ gw_conn_send(struct gw_conn *c, const scimq_proto_frame_t *f,
 fail:
     if (pinned != NULL)
         gw_hub_written(&c->gw->hub, c->host->index, c->id, pinned, pinned_len);
-    if (wr != NULL)
+    if (wr != NULL) {
         free(wr->hdr);
+        free(wr->cipher);
+    }
     free(wr);
     free(iov);
     free(owned);
@@ -233,6 +261,37 @@ gw_conn_fail(struct gw_conn *c, uint64_t request_id, int code, const char *text)
     finish_if_done(c);
 }
 
+void
+gw_conn_tls_flush(struct gw_conn *c)
+{
+    struct conn_write *wr;
+    size_t len;
+
+    if (c->tls == NULL || c->closing || (len = scimq__tls_pending(c->tls)) == 0)
+        return;
+    wr = calloc(1, sizeof(*wr) + sizeof(uv_buf_t));
+    if (wr == NULL || (wr->cipher = malloc(len)) == NULL) {
+        free(wr);
+        gw_conn_close(c, "out of memory");
+        return;
+    }
+    wr->c = c;
+    wr->conn_id = c->id;
+    wr->raw = true;
+    wr->nbufs = 1;
+    wr->bufs[0] =
+        uv_buf_init((char *) wr->cipher,
+                    (unsigned int) scimq__tls_take(c->tls, wr->cipher, len));
+    if (uv_write(&wr->req, (uv_stream_t *) &c->tcp, wr->bufs, 1, on_write) !=
+        0) {
+        free(wr->cipher);
+        free(wr);
+        gw_conn_close(c, "cannot write");
+        return;
+    }
+    c->writes_pending++;
+}
+
 static void
 on_close(uv_handle_t *h)
 {
@@ -241,6 +300,8 @@ on_close(uv_handle_t *h)
     atomic_fetch_sub(&c->gw->n_connections, 1);
     scimq_proto_decoder_destroy(c->dec);
     free(c->pending_hello);
+    scimq__tls_free(c->tls);
+    free(c->cipher);
     free(c->stage);
     free(c);
 }

@@ -30,4 +30,7 @@ void gw_conn_fail(struct gw_conn *c, uint64_t request_id, int code,
 /* Closes (idempotent); freed once libuv is done with it. */
 void gw_conn_close(struct gw_conn *c, const char *why);
 
+/* TLS: sends the ciphertext waiting (handshake records, alerts). */
+void gw_conn_tls_flush(struct gw_conn *c);
+
 #endif /* SCIMQ_GATEWAY_CONN_OUT_H */

@@ -54,6 +54,10 @@ struct gw_conn {
     uint8_t nonce[SCIMQ_PROTO_NONCE_LEN];
     uint8_t session_id[SCIMQ_PROTO_SESSION_ID_LEN];
     void *pending_hello; /* with a token: the HELLO until AUTH (malloc) */
+    /* TLS (NULL: plain): ciphertext is read into cipher and decrypted into
+     * the stage, or straight into a payload's buffer. */
+    struct scimq_tls *tls;
+    uint8_t *cipher;
 
     uint8_t *stage; /* header bytes; payload bytes go elsewhere */
     size_t stage_len, stage_off;

@@ -24,6 +24,7 @@
 
 #include <scimq/proto.h>
 
+#include "common/tls.h"
 #include "connreg.h"
 #include "hub.h"
 
@@ -43,7 +44,8 @@ struct gw_options {
     uint32_t journal_batch_ms;
     uint64_t journal_segment;
     uint64_t disk_limit;
-    uint8_t *token; /* NULL: no authentication */
+    uint8_t *token;       /* NULL: no authentication */
+    scimq_tls_ctx_t *tls; /* NULL: plain TCP (the admin socket always) */
     size_t token_len;
     uint32_t ack_timeout_ms;
     uint32_t hello_timeout_ms;

@@ -57,6 +57,9 @@ static const struct option options[] = {
     {"admin-socket", required_argument, NULL, 'A'},
     {"admin-group", required_argument, NULL, 'G'},
     {"insecure", no_argument, NULL, 'I'},
+    {"tls-cert", required_argument, NULL, 'E'},
+    {"tls-key", required_argument, NULL, 'K'},
+    {"tls-ca", required_argument, NULL, 'Y'},
     {"init-token", required_argument, NULL, 'T'},
     {"http", required_argument, NULL, 'H'},
     {"set", required_argument, NULL, 'S'},
@@ -87,6 +90,10 @@ usage(FILE *out)
             "and exit\n"
             "  --insecure             listen beyond loopback without a "
             "token\n"
+            "  --tls-cert FILE        TLS on the data port: certificate chain\n"
+            "  --tls-key FILE         ... and its key (PEM; the token still\n"
+            "                         authenticates inside)\n"
+            "  --tls-ca FILE          clients need a certificate signed by it\n"
             "  --config FILE          INI file of settings (see "
             "--list-params)\n"
             "  --workers N            event-loop threads (0: one per core)\n"
@@ -135,6 +142,12 @@ flag_param(int c)
         return "gateway_ack_timeout_ms";
     case 'A':
         return "gateway_admin_socket";
+    case 'E':
+        return "gateway_tls_cert";
+    case 'K':
+        return "gateway_tls_key";
+    case 'Y':
+        return "gateway_tls_ca";
     case 'G':
         return "gateway_admin_group";
     case 'H':
@@ -486,6 +499,24 @@ options_load(struct gw_options *o)
             return 2;
         }
     }
+    {
+        const char *cert = scimq__param_str(SCIMQ_PARAM_GATEWAY_TLS_CERT),
+                   *key = scimq__param_str(SCIMQ_PARAM_GATEWAY_TLS_KEY),
+                   *ca = scimq__param_str(SCIMQ_PARAM_GATEWAY_TLS_CA);
+        char err[512] = "";
+
+        if ((cert[0] == '\0') != (key[0] == '\0') ||
+            (ca[0] != '\0' && cert[0] == '\0')) {
+            fprintf(stderr, "scimq-gateway: TLS needs --tls-cert and "
+                            "--tls-key (and --tls-ca only with them)\n");
+            return 2;
+        }
+        if (cert[0] != '\0' && scimq__tls_ctx_server(cert, key, ca, &o->tls,
+                                                     err, sizeof(err)) != 0) {
+            fprintf(stderr, "scimq-gateway: TLS: %s\n", err);
+            return 2;
+        }
+    }
     if (o->token == NULL && !listen_is_loopback(o->listen_host) &&
         !scimq__param_bool(SCIMQ_PARAM_GATEWAY_INSECURE)) {
         /* Reachable from other hosts and nothing to prove: anyone who can
@@ -500,6 +531,17 @@ options_load(struct gw_options *o)
         return 2;
     }
     return 0;
+}
+
+/* For the start line. */
+static const char *
+tls_mode(const struct gw_options *o)
+{
+    if (o->tls == NULL)
+        return "off";
+    return scimq__param_str(SCIMQ_PARAM_GATEWAY_TLS_CA)[0] != '\0'
+               ? "on, client certificates"
+               : "on";
 }
 
 /* Writes HOST:PORT to the port file atomically (write + rename). */
@@ -763,14 +805,14 @@ main(int argc, char **argv)
     }
     fprintf(stderr,
             "scimq-gateway %s listening on %s:%u (%d workers, memory limit "
-            "%" PRIu64 " B, spill %s, journal %s, auth %s, %" PRIu64
+            "%" PRIu64 " B, spill %s, journal %s, auth %s, tls %s, %" PRIu64
             " file descriptors, at most %d connections, admin socket %s)\n",
             scimq_version_string(),
             gw.opt.listen_host[0] ? gw.opt.listen_host : "*", port,
             gw.n_workers, gw.opt.memory_limit,
             gw.hub.spill ? gw.opt.spill_dir : "off",
             gw.hub.journal ? gw.opt.journal_dir : "off",
-            gw.opt.token ? "token" : "none", gw.opt.nofile,
+            gw.opt.token ? "token" : "none", tls_mode(&gw.opt), gw.opt.nofile,
             gw.opt.max_connections, gw.admin_path[0] ? gw.admin_path : "off");
     if (gw.opt.token == NULL && !listen_is_loopback(gw.opt.listen_host))
         SCIMQ_LOG_WARN(GATEWAY,
@@ -808,5 +850,6 @@ main(int argc, char **argv)
     uv_run(&m.loop, UV_RUN_DEFAULT);
     uv_loop_close(&m.loop);
     scimq__token_free(gw.opt.token, gw.opt.token_len);
+    scimq__tls_ctx_free(gw.opt.tls);
     return m.exit_code;
 }
