@@ -34,6 +34,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,7 @@
 #include "common/topo.h"
 #include "protocol/wire.h"
 #include "runtime.h"
+#include "source.h"
 
 struct agent_slot {
     bool allocated;       /* holds (or receives) a payload */
@@ -88,8 +90,13 @@ struct scimq_mpi_agent {
 
     struct scimq_mpi_op *ops; /* nrecv receives, then nsend sends */
     int nrecv, nsend;
+    /* Receives completed, in the order they completed: a rank's DONE and
+     * its BYE must be handled in the order it sent them. */
+    int *arrived, arrived_head, arrived_n;
+    cpu_set_t rank_cpus; /* union of the node's ranks' bindings */
 
-    scimq_client_t *client;
+    const struct scimq_mpi_source_ops *src_ops; /* the gateway, or a hook */
+    void *src;
     bool eos;
     int error;
 };
@@ -204,6 +211,8 @@ reap(struct scimq_mpi_agent *a)
         } else if (op->kind == OP_RECV) {
             op->pending = true; /* the main loop handles it */
             op->len = cqe[k].len;
+            a->arrived[(a->arrived_head + a->arrived_n) % a->nrecv] = op->index;
+            a->arrived_n++;
         }
     }
     return n;
@@ -317,7 +326,7 @@ assign(struct scimq_mpi_agent *a, int rank, uint32_t slot)
     len = msg.meta_len + s->msg->payload_len;
     a->want[rank]--;
     a->assigned[rank]++;
-    if (len <= a->inline_max) {
+    if (s->msg->payload_len <= a->inline_max) {
         uint8_t *hdr = payload - msg.meta_len - SCIMQ_MPI_CTRL_LEN;
 
         msg.inline_len = (uint32_t) len;
@@ -338,8 +347,8 @@ assign(struct scimq_mpi_agent *a, int rank, uint32_t slot)
          * the rank was found dead meanwhile, which gave it back). */
         if (s->msg != NULL) {
             slot_free(a, slot);
-            (void) scimq_client_nack(a->client, s->msg, 1, 0);
-            scimq_message_free(a->client, s->msg);
+            (void) a->src_ops->settle(a->src, s->msg, SCIMQ_SRC_REQUEUE);
+            a->src_ops->free(a->src, s->msg);
             s->msg = NULL;
             s->rank = -1;
             a->assigned[rank]--;
@@ -361,11 +370,13 @@ settle(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c)
     slot_free(a, c->slot);
     a->assigned[c->rank]--;
     if (c->type == CTRL_DONE)
-        (void) scimq_client_ack(a->client, s->msg);
+        (void) a->src_ops->settle(a->src, s->msg, SCIMQ_SRC_ACK);
     else
-        (void) scimq_client_nack(a->client, s->msg,
-                                 (c->flags & CTRL_F_REQUEUE) != 0, 0);
-    scimq_message_free(a->client, s->msg); /* frees the slot */
+        (void) a->src_ops->settle(a->src, s->msg,
+                                  (c->flags & CTRL_F_REQUEUE)
+                                      ? SCIMQ_SRC_REQUEUE
+                                      : SCIMQ_SRC_DEADLETTER);
+    a->src_ops->free(a->src, s->msg); /* frees the slot */
     s->msg = NULL;
     s->rank = -1;
 }
@@ -385,8 +396,8 @@ rank_gone(struct scimq_mpi_agent *a, int rank, const char *why)
         if (s->msg != NULL && s->rank == rank) {
             slot_free(a, i);
             a->assigned[rank]--;
-            (void) scimq_client_nack(a->client, s->msg, 1, 0);
-            scimq_message_free(a->client, s->msg);
+            (void) a->src_ops->settle(a->src, s->msg, SCIMQ_SRC_REQUEUE);
+            a->src_ops->free(a->src, s->msg);
             s->msg = NULL;
             s->rank = -1;
             n++;
@@ -464,8 +475,8 @@ handle_ctrl(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c,
         if (a->slots[c->slot].msg != NULL &&
             a->slots[c->slot].rank == (int) c->rank &&
             a->slots[c->slot].gen == c->gen)
-            (void) scimq_client_extend(a->client, a->slots[c->slot].msg,
-                                       c->lease_ms);
+            (void) a->src_ops->extend(a->src, a->slots[c->slot].msg,
+                                      c->lease_ms);
         break;
     case CTRL_BYE:
         if (c->flags & CTRL_F_DONE) {
@@ -488,7 +499,7 @@ fetch(struct scimq_mpi_agent *a)
     while (!a->eos && a->error == 0 && a->ready_n < a->nslots) {
         scimq_message_t *m;
         uint32_t slot;
-        int rc = scimq_client_get(a->client, &m, 0);
+        int rc = a->src_ops->get(a->src, &m);
 
         if (rc == SCIMQ_EAGAIN)
             return;
@@ -551,22 +562,65 @@ dispatch(struct scimq_mpi_agent *a)
     return did;
 }
 
+/*
+ * Where the agent thread runs (SCIMQ_MPI_AGENT_CORE).  auto: the highest
+ * online CPU no rank of the node is bound to, if any (measured: an agent
+ * that polls on a rank's core halves that rank's copy rate on shm), else
+ * its own rank's binding, unchanged, so that it shares the core of the
+ * rank that hosts it rather than another rank's.
+ */
+static void
+placement(struct scimq_mpi_agent *a)
+{
+    const char *how = a->ctx->agent_core;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    int cpu = -1;
+
+    if (strcmp(how, "none") == 0)
+        return;
+    if (strcmp(how, "nic") == 0) {
+        (void) scimq__topo_bind_near_nic();
+        return;
+    }
+    if (strcmp(how, "auto") == 0) {
+        for (long c = ncpu - 1; c >= 0 && c < CPU_SETSIZE && cpu < 0; c--)
+            if (!CPU_ISSET((int) c, &a->rank_cpus))
+                cpu = (int) c;
+        if (cpu < 0) {
+            SCIMQ_LOG_INFO(MPI, "agent: every core runs a rank: it shares "
+                                "its own rank's");
+            return;
+        }
+    } else {
+        cpu = atoi(how);
+    }
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0)
+        SCIMQ_LOG_WARN(MPI, "agent: cannot run on CPU %d: left where it was",
+                       cpu);
+    else
+        SCIMQ_LOG_INFO(MPI, "agent: on CPU %d", cpu);
+}
+
 static void *
 agent_main(void *arg)
 {
     struct scimq_mpi_agent *a = arg;
     unsigned int spins = 0;
 
-    scimq__topo_bind_near_nic();
+    placement(a);
     while (!atomic_load(&a->stop) && a->ngone < a->nranks) {
         bool busy = reap(a) > 0;
 
-        /* Handle what arrived, here or while a send waited for room. */
-        for (int i = 0; i < a->nrecv; i++) {
-            struct scimq_mpi_op *op = &a->ops[i];
+        /* Handle what arrived, here or while a send waited for room, in
+         * the order it arrived. */
+        while (a->arrived_n > 0) {
+            struct scimq_mpi_op *op = &a->ops[a->arrived[a->arrived_head]];
 
-            if (!op->pending)
-                continue;
+            a->arrived_head = (a->arrived_head + 1) % a->nrecv;
+            a->arrived_n--;
             op->pending = false;
             handle_ctrl(a, &op->msg, op->len);
             (void) scimq__fabric_recv(&a->fab, &op->msg, sizeof(op->msg),
@@ -595,7 +649,6 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
                     struct scimq_mpi_agent_info *info)
 {
     struct scimq_mpi_agent *a = calloc(1, sizeof(*a));
-    scimq_client_options_t co;
     size_t page = (size_t) sysconf(_SC_PAGESIZE);
     int rc;
 
@@ -614,6 +667,19 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
      * on the data path. */
     a->slot_size = scimq__mpi_slot_size(ctx->opt.max_message);
     a->nslots = (uint32_t) a->nranks * ctx->opt.slots_per_rank;
+    if (ctx->opt.pool_bytes != 0 &&
+        (uint64_t) a->nslots * a->slot_size > ctx->opt.pool_bytes) {
+        uint64_t fit = ctx->opt.pool_bytes / a->slot_size;
+
+        a->nslots = fit > 0 ? (uint32_t) fit : 1;
+        SCIMQ_LOG_INFO(MPI,
+                       "agent: pool budget %" PRIu64 " bytes: %u slots of "
+                       "%zu bytes for %d ranks%s",
+                       ctx->opt.pool_bytes, a->nslots, a->slot_size, a->nranks,
+                       a->nslots < (uint32_t) a->nranks
+                           ? " (fewer than ranks: they take turns)"
+                           : "");
+    }
     a->credits_max =
         (ctx->prefetch < 0 ? SCIMQ_MPI_PREFETCH_AUTO_MAX : ctx->prefetch) + 1;
     a->inline_max = ctx->inline_max;
@@ -643,9 +709,10 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
     a->nrecv = 4 * a->nranks; /* as many as a rank's send buffers */
     a->nsend = 2 * a->nranks;
     a->ops = calloc((size_t) (a->nrecv + a->nsend), sizeof(*a->ops));
+    a->arrived = calloc((size_t) a->nrecv, sizeof(*a->arrived));
     rc = SCIMQ_ENOMEM;
     if (!a->slots || !a->ready || !a->rank_fa || !a->rank_pid || !a->want ||
-        !a->assigned || !a->gone || !a->ops)
+        !a->assigned || !a->gone || !a->ops || !a->arrived)
         goto fail;
     for (uint32_t i = 0; i < a->nslots; i++)
         a->slots[i].rank = -1;
@@ -655,44 +722,28 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
     if (rc != 0)
         goto fail;
 
-    scimq_client_options_default(&co);
-    co.streams = ctx->opt.streams;
-    co.client_name = "scimq-mpi-agent";
-    co.token_file = ctx->token_file;
-    co.payload_alloc = slot_alloc;
-    co.payload_release = slot_release;
-    co.alloc_arg = a;
-    /* Long work is not redelivered; dead ranks are noticed (liveness). */
-    co.auto_extend = 1;
-    co.max_hold_ms = ctx->opt.max_hold_ms;
-    rc = scimq_client_open(ctx->url, &co, &a->client);
-    if (rc != 0) {
-        SCIMQ_LOG_ERROR(MPI, "agent: cannot connect to %s: %s", ctx->url,
-                        scimq_strerror(rc));
-        goto fail;
-    }
-    /* The largest message a slot (and a rank) takes, before the first GET. */
-    rc = scimq_client_limit(a->client, ctx->queue,
-                            a->slot_size - SCIMQ_MPI_SLOT_META);
-    if (rc != 0) {
-        SCIMQ_LOG_ERROR(MPI, "agent: cannot state the message limit on %s: %s",
-                        ctx->queue, scimq_strerror(rc));
-        goto fail;
-    }
-    if (scimq_client_session_version(a->client) < 2)
-        SCIMQ_LOG_INFO(MPI,
-                       "agent: the gateway speaks SciMP session version %u "
-                       "and cannot be told the largest message (%zu bytes): "
-                       "larger ones are dead-lettered here (NACK requeue=0)",
-                       scimq_client_session_version(a->client),
-                       a->slot_size - SCIMQ_MPI_SLOT_META);
-    /* One credit per slot: a message arrives only when a slot is free. */
-    rc = scimq_client_subscribe(a->client, ctx->queue, a->nslots,
-                                (uint64_t) a->nslots * ctx->opt.max_message);
-    if (rc != 0) {
-        SCIMQ_LOG_ERROR(MPI, "agent: cannot consume %s: %s", ctx->queue,
-                        scimq_strerror(rc));
-        goto fail;
+    {
+        struct scimq_mpi_source_cfg sc = {
+            .url = ctx->url,
+            .queue = ctx->queue,
+            .token_file = ctx->token_file,
+            .streams = ctx->opt.streams,
+            .credits = a->nslots,
+            .max_payload = a->slot_size - SCIMQ_MPI_SLOT_META,
+            .max_hold_ms = ctx->opt.max_hold_ms,
+            .alloc = slot_alloc,
+            .release = slot_release,
+            .alloc_arg = a,
+        };
+
+        a->src_ops = scimq__mpi_source_hook != NULL
+                         ? scimq__mpi_source_hook
+                         : &scimq__mpi_gateway_source;
+        rc = a->src_ops->open(&sc, &a->src);
+        if (rc != 0) {
+            a->src = NULL;
+            goto fail;
+        }
     }
 
     memset(info, 0, sizeof(*info));
@@ -714,10 +765,17 @@ fail:
 
 int
 scimq__agent_start(struct scimq_mpi_agent *a, const uint8_t *addrs,
-                   size_t stride, const int32_t *pids, int nranks)
+                   size_t stride, const int32_t *pids, const void *rank_cpus,
+                   int nranks)
 {
+    const cpu_set_t *cpus = rank_cpus;
     int rc;
 
+    /* The cores the node's ranks are bound to; the agent keeps off them
+     * when it can (placement()). */
+    CPU_ZERO(&a->rank_cpus);
+    for (int r = 0; r < nranks; r++)
+        CPU_OR(&a->rank_cpus, &a->rank_cpus, &cpus[r]);
     for (int r = 0; r < nranks; r++) {
         a->rank_pid[r] = (pid_t) pids[r];
         rc = scimq__fabric_av_insert(&a->fab, addrs + (size_t) r * stride,
@@ -757,16 +815,17 @@ scimq__agent_destroy(struct scimq_mpi_agent *a)
         atomic_store(&a->stop, true);
         pthread_join(a->thread, NULL);
     }
-    if (a->client != NULL) {
+    if (a->src != NULL) {
         /* Messages in the pool that no rank processed go back. */
         for (uint32_t i = 0; a->slots && i < a->nslots; i++) {
             if (a->slots[i].msg != NULL) {
-                (void) scimq_client_nack(a->client, a->slots[i].msg, 1, 0);
-                scimq_message_free(a->client, a->slots[i].msg);
+                (void) a->src_ops->settle(a->src, a->slots[i].msg,
+                                          SCIMQ_SRC_REQUEUE);
+                a->src_ops->free(a->src, a->slots[i].msg);
                 a->slots[i].msg = NULL;
             }
         }
-        (void) scimq_client_close(a->client);
+        a->src_ops->close(a->src);
     }
     scimq__fabric_mr_dereg(&a->ops_mr);
     scimq__fabric_mr_dereg(&a->pool_mr);
@@ -781,6 +840,7 @@ scimq__agent_destroy(struct scimq_mpi_agent *a)
     free(a->assigned);
     free(a->gone);
     free(a->ops);
+    free(a->arrived);
     pthread_mutex_destroy(&a->slot_lock);
     free(a);
 }

@@ -311,7 +311,7 @@ msg_check(const struct scimq_mpi_prefetch *pf, const struct scimq_mpi_ctrl *m)
     if (m->payload_len > pf->buf_size - SCIMQ_MPI_SLOT_META)
         return SCIMQ_EPROTO_TOOBIG;
     if (m->inline_len != 0)
-        return m->inline_len <= pf->ai.inline_max ? 0 : SCIMQ_EPROTO_TOOBIG;
+        return m->payload_len <= pf->ai.inline_max ? 0 : SCIMQ_EPROTO_TOOBIG;
     if (m->key != pf->ai.pool_key || m->raddr < lo || m->raddr > hi ||
         len > hi - m->raddr)
         return SCIMQ_EPROTO_ARGS;
@@ -428,31 +428,34 @@ reap(struct scimq_mpi_prefetch *pf)
     return n;
 }
 
-/* Posts the reads that are due; a provider queue that is full is retried
- * on the next turn. */
+/*
+ * Posts the oldest read that is due, one per turn of the loop: on shm a
+ * read is a copy done inside the call, so its completion is reaped (and
+ * the message handed out, and its DONE sent) before the next copy starts.
+ * A provider queue that is full is retried on the next turn.
+ */
 static bool
 post_reads(struct scimq_mpi_prefetch *pf)
 {
-    bool did = false;
+    int b = -1, rc;
 
-    for (int b = 0; b < pf->nbuf; b++) {
-        int rc;
-
-        if (pf->bufs[b].state != B_POST_READ) /* thread-owned states */
-            continue;
-        rc = post_read(pf, b);
-        if (rc == SCIMQ_EAGAIN)
-            break;
-        if (rc != 0) {
-            fail(pf, rc);
-            break;
-        }
-        pthread_mutex_lock(&pf->lock);
-        pf->bufs[b].state = B_FILLING;
-        pthread_mutex_unlock(&pf->lock);
-        did = true;
+    for (int i = 0; i < pf->nbuf; i++)
+        if (pf->bufs[i].state == B_POST_READ && /* thread-owned state */
+            (b < 0 || pf->bufs[i].credit_ns < pf->bufs[b].credit_ns))
+            b = i;
+    if (b < 0)
+        return false;
+    rc = post_read(pf, b);
+    if (rc == SCIMQ_EAGAIN)
+        return false;
+    if (rc != 0) {
+        fail(pf, rc);
+        return false;
     }
-    return did;
+    pthread_mutex_lock(&pf->lock);
+    pf->bufs[b].state = B_FILLING;
+    pthread_mutex_unlock(&pf->lock);
+    return true;
 }
 
 static struct pf_op *
@@ -645,8 +648,9 @@ pf_main(void *arg)
         bool busy = reap(pf) > 0;
         bool quit, drained = false, late = false;
 
-        busy |= post_reads(pf);
+        /* Control first: a DONE or a credit must not wait for a copy. */
         busy |= send_pending(pf);
+        busy |= post_reads(pf);
         liveness(pf);
         pthread_mutex_lock(&pf->lock);
         quit = pf->quit;
@@ -816,6 +820,17 @@ scimq__prefetch_bye(struct scimq_mpi_prefetch *pf, bool done)
         r.flags = CTRL_F_DONE;
         r.slot = pf->bufs[pf->held].m.slot;
         r.gen = pf->bufs[pf->held].m.gen;
+    } else if (pf->req_n > 0 &&
+               pf->req[(pf->req_head + pf->req_n - 1) % NREQ].type ==
+                   CTRL_DONE) {
+        /* The DONE of the message just released is not sent yet: it goes
+         * with the BYE, so that the two cannot be taken out of order. */
+        struct pf_req *last = &pf->req[(pf->req_head + pf->req_n - 1) % NREQ];
+
+        r.flags = CTRL_F_DONE;
+        r.slot = last->slot;
+        r.gen = last->gen;
+        pf->req_n--;
     }
     rc = request_locked(pf, &r);
     pf->bye = true;

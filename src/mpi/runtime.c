@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +200,10 @@ options_resolve(scimq_mpi_t *ctx, const scimq_mpi_options_t *in)
                 : (uint32_t) (ctx->prefetch < 0 ? SCIMQ_MPI_PREFETCH_AUTO_MAX
                                                 : ctx->prefetch) +
                       2;
+    e = getenv("SCIMQ_MPI_POOL_BYTES");
+    if (ctx->opt.pool_bytes == 0 && e != NULL && e[0] != '\0' &&
+        scimq__parse_size(e, &ctx->opt.pool_bytes) != 0)
+        return SCIMQ_ECONFIG;
     e = getenv("SCIMQ_MPI_INLINE_MAX");
     ctx->inline_max = ctx->opt.inline_max != 0 ? ctx->opt.inline_max
                       : e != NULL              ? UINT64_MAX
@@ -213,6 +218,14 @@ options_resolve(scimq_mpi_t *ctx, const scimq_mpi_options_t *in)
             e != NULL && scimq__parse_size(e, &v) == 0 && v > 0 ? v : 3600000;
     e = env_or(ctx->opt.token_file, "SCIMQ_TOKEN_FILE", NULL);
     ctx->token_file = e != NULL ? strdup(e) : NULL;
+    e = env_or(ctx->opt.agent_core, "SCIMQ_MPI_AGENT_CORE", "auto");
+    if (strcmp(e, "auto") != 0 && strcmp(e, "nic") != 0 &&
+        strcmp(e, "none") != 0 &&
+        (scimq__parse_size(e, &v) != 0 || v >= CPU_SETSIZE))
+        return SCIMQ_ECONFIG;
+    ctx->agent_core = strdup(e);
+    if (ctx->agent_core == NULL)
+        return SCIMQ_ENOMEM;
     return ctx->provider != NULL ? 0 : SCIMQ_ENOMEM;
 }
 
@@ -495,6 +508,7 @@ ctx_free(scimq_mpi_t *ctx)
     free(ctx->queue);
     free(ctx->provider);
     free(ctx->token_file);
+    free(ctx->agent_core);
     if (ctx->node_comm != MPI_COMM_NULL)
         MPI_Comm_free(&ctx->node_comm);
     if (ctx->comm != MPI_COMM_NULL)
@@ -631,6 +645,7 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
 {
     scimq_mpi_t *ctx = calloc(1, sizeof(*ctx));
     uint8_t *addrs = NULL;
+    cpu_set_t mine, *cpus = NULL;
     int32_t *pids = NULL, pid = (int32_t) getpid();
     int rc = 0, flag = 0;
 
@@ -693,10 +708,15 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
      * and the agent its ranks' processes (liveness). */
     addrs = calloc((size_t) ctx->node_size, SCIMQ_FABRIC_ADDR_MAX);
     pids = calloc((size_t) ctx->node_size, sizeof(*pids));
+    cpus = calloc((size_t) ctx->node_size, sizeof(*cpus));
+    CPU_ZERO(&mine);
+    (void) sched_getaffinity(0, sizeof(mine), &mine);
     /* Only processes of the agent's own host can be looked at. */
     if (ctx->host_id != ctx->agent_host_id)
         pid = 0;
-    if (addrs == NULL || pids == NULL ||
+    if (addrs == NULL || pids == NULL || cpus == NULL ||
+        MPI_Gather(&mine, sizeof(mine), MPI_BYTE, cpus, sizeof(mine), MPI_BYTE,
+                   0, ctx->node_comm) != MPI_SUCCESS ||
         MPI_Gather(scimq__prefetch_addr(ctx->pf), SCIMQ_FABRIC_ADDR_MAX,
                    MPI_BYTE, addrs, SCIMQ_FABRIC_ADDR_MAX, MPI_BYTE, 0,
                    ctx->node_comm) != MPI_SUCCESS ||
@@ -709,11 +729,12 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
                                    ctx->host_id == ctx->agent_host_id);
     if (rc == 0 && ctx->node_rank == 0)
         rc = scimq__agent_start(ctx->agent, addrs, SCIMQ_FABRIC_ADDR_MAX, pids,
-                                ctx->node_size);
+                                cpus, ctx->node_size);
     rc = agree(ctx->comm, rc);
 out:
     free(addrs);
     free(pids);
+    free(cpus);
     if (rc != 0) {
         if (ctx->agent != NULL) {
             scimq__agent_destroy(ctx->agent);

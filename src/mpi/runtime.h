@@ -52,9 +52,9 @@
 /* Prefetch depth: the largest P, and the bound of "auto". */
 #define SCIMQ_MPI_PREFETCH_MAX 8
 #define SCIMQ_MPI_PREFETCH_AUTO_MAX 4
-/* Default inline threshold (block table + payload), measured with
+/* Default inline threshold (payload bytes), measured with
  * bench/scimq-rma-bench (bench/README.md). */
-#define SCIMQ_MPI_INLINE_DEFAULT (64u << 10)
+#define SCIMQ_MPI_INLINE_DEFAULT (4u << 10)
 
 enum scimq_mpi_ctrl_type {
     CTRL_WANT = 1,
@@ -141,7 +141,7 @@ struct scimq_mpi_agent_info {
     uint64_t pool_len;
     uint64_t pool_key;
     uint64_t slot_size;
-    uint64_t inline_max; /* MSG carries up to this much meta + payload */
+    uint64_t inline_max; /* MSG carries payloads up to this (+ meta) */
     int32_t credits_max; /* credits + messages a rank may hold: P_max + 1 */
     int32_t pid;         /* the agent's process (liveness) */
     int32_t rc;          /* the agent's start-up result */
@@ -155,6 +155,7 @@ struct scimq_mpi {
     int node_index, nodes;      /* this agent's number, how many */
     int host_id, agent_host_id; /* lowest rank of the host */
     char *url, *queue, *provider, *token_file;
+    char *agent_core; /* auto, nic, none, or a CPU number */
     scimq_mpi_options_t opt;
 
     int prefetch; /* P, or -1: auto */
@@ -180,10 +181,12 @@ struct scimq_mpi {
 /* Agent life cycle (node rank 0). */
 int scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
                         struct scimq_mpi_agent_info *info);
-/* Learns the ranks' addresses and process ids (for the liveness check)
+/* Learns the ranks' addresses, process ids (for the liveness check) and
+ * CPU bindings (rank_cpus: nranks cpu_set_t, for the agent's placement)
  * and starts the agent thread. */
 int scimq__agent_start(struct scimq_mpi_agent *a, const uint8_t *addrs,
-                       size_t addr_stride, const int32_t *pids, int nranks);
+                       size_t addr_stride, const int32_t *pids,
+                       const void *rank_cpus, int nranks);
 /* Waits for every rank's BYE (or stop), returns unassigned messages to the
  * gateway and frees the agent. */
 void scimq__agent_destroy(struct scimq_mpi_agent *a);

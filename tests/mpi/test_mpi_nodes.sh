@@ -58,6 +58,29 @@ for provider in shm "tcp;ofi_rxm"; do
     done
 done
 
+# A pool budget of one slot per agent (its two ranks take turns) and the
+# agent on a given CPU: still every message, once.
+q=budget
+"$bindir/scimqctl" queue create "$q" --guaranteed --ack-timeout 120 \
+    > /dev/null || fail "create $q"
+bounded 120 "$bindir/scimq-send" --queue "$q" --synthetic --size 1KiB:256KiB \
+    --count "$count" --close > "$workdir/send.$q.json" || fail "send $q"
+np=4
+SCIMQ_MPI_RANKS_PER_NODE=2 SCIMQ_MPI_POOL_BYTES=2MiB SCIMQ_MPI_AGENT_CORE=0 \
+    SCIMQ_LOG_LEVEL=mpi=info \
+    mpi_run 600 "$workdir/$q.json" "$workdir/$q.err" "$recv" --queue "$q" \
+    --verify --expect "$count" ||
+    { tail -20 "$workdir/$q.err" >&2; fail "pool budget run failed"; }
+expect_eq "budget: verified" "$count" "$(json_get "$workdir/$q.json" .verified)"
+expect_eq "budget: duplicates" 0 "$(json_get "$workdir/$q.json" .duplicates)"
+expect_eq "budget: agents with one slot" 2 \
+    "$(grep -c 'pool budget 2097152 bytes: 1 slots' "$workdir/$q.err")"
+expect_eq "budget: agents on CPU 0" 2 "$(grep -c 'agent: on CPU 0' "$workdir/$q.err")"
+# A setting that is not one: every rank refuses to start, saying so.
+SCIMQ_MPI_PREFETCH=many mpi_run 120 "$workdir/bad.json" "$workdir/bad.err" \
+    "$recv" --queue "$q" && fail "SCIMQ_MPI_PREFETCH=many was accepted"
+expect_eq "bad prefetch: error" SCIMQ_ECONFIG "$(json_get "$workdir/bad.json" .error)"
+
 # rank_pid PATTERN RANK: the process of world rank RANK among those whose
 # command line matches PATTERN.
 rank_pid() {

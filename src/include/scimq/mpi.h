@@ -69,9 +69,10 @@ typedef struct scimq_mpi_options {
      *  measured fetch and service times, 1..4); NULL: $SCIMQ_MPI_PREFETCH,
      *  else "1". */
     const char *prefetch;
-    /** Messages whose block table and payload together are at most this
-     *  long travel inside the agent's control message (no RMA read); 0:
-     *  $SCIMQ_MPI_INLINE_MAX (0 there: never), else 64 KiB. */
+    /** Messages of at most this many payload bytes travel inside the
+     *  agent's control message, with their block table (no RMA read); 0:
+     *  $SCIMQ_MPI_INLINE_MAX (0 there: never), else 4 KiB (measured:
+     *  inline wins at 1 KiB, ties at 4 KiB, loses from 16 KiB on shm). */
     uint64_t inline_max;
     /** Pseudo-nodes: the ranks of each host are grouped by this many, each
      *  group with its own agent (several nodes on one machine, for tests
@@ -83,6 +84,16 @@ typedef struct scimq_mpi_options {
      *  (only the ingest nodes open streams to the gateway; use a provider
      *  that spans hosts, tcp;ofi_rxm); 0: $SCIMQ_MPI_INGEST, else 1. */
     uint32_t ingest;
+    /** Where the agent thread runs: "auto" (a core that no rank of its
+     *  node is bound to, when there is one, else its own rank's binding),
+     *  "nic" (the last core near the first network device), "none" (its
+     *  rank's binding, unchanged) or a CPU number; NULL:
+     *  $SCIMQ_MPI_AGENT_CORE, else "auto". */
+    const char *agent_core;
+    /** Pool budget per agent in bytes: fewer slots than ranks x
+     *  slots_per_rank when that would exceed it (at least one); 0:
+     *  $SCIMQ_MPI_POOL_BYTES, else no budget. */
+    uint64_t pool_bytes;
 } scimq_mpi_options_t;
 
 /** Fills opts with the defaults above. */
