@@ -3,7 +3,7 @@
  * Actions: what the broker decided, as records.  The broker appends them
  * to a list while it handles an event; whoever called it (the hub) carries
  * them out after the broker's state is released: frames to write on a
- * worker's connection, producers to resume, file work for the spill
+ * worker's connection, producers to resume, file work for the journal
  * thread.  The broker itself never calls a worker, a connection or the
  * disk.
  */
@@ -27,10 +27,6 @@ enum gw_action_kind {
     /* For a worker itself. */
     GW_ACT_STOP_LISTEN, /* draining: accept no more connections */
     GW_ACT_STOP,        /* say BYE, close everything, leave the loop */
-    /* For the spill thread. */
-    GW_ACT_SPILL_WRITE,  /* write payload->data to its file */
-    GW_ACT_SPILL_READ,   /* read its file into buf */
-    GW_ACT_SPILL_UNLINK, /* remove the file of payload id */
     /* For the journal thread. */
     GW_ACT_JOURNAL_APPEND,   /* append buf (a record header), then payload */
     GW_ACT_JOURNAL_READ,     /* read len bytes at (seg, off) into buf */
@@ -40,8 +36,6 @@ enum gw_action_kind {
     GW_ACT_LOG, /* a log line (code: level, attempt: subsystem) */
 };
 
-#define GW_ACT_FOR_SPILL(k)                                                    \
-    ((k) >= GW_ACT_SPILL_WRITE && (k) <= GW_ACT_SPILL_UNLINK)
 #define GW_ACT_FOR_JOURNAL(k)                                                  \
     ((k) >= GW_ACT_JOURNAL_APPEND && (k) <= GW_ACT_JOURNAL_TOPOLOGY)
 
@@ -53,14 +47,16 @@ struct gw_action {
     uint64_t delivery_id, msg_id;
     uint32_t attempt;
     int code;                   /* ERROR */
-    struct gw_payload *payload; /* DELIVER (pinned), SPILL_WRITE/READ */
-    uint64_t payload_id;        /* SPILL_*: names the file */
-    uint64_t len;               /* SPILL_*: bytes */
-    uint8_t *buf;      /* SPILL_READ, JOURNAL_READ: pool memory to read into;
-                          SPILL_WRITE: the data; JOURNAL_APPEND: the header */
-    uint32_t hdr_len;  /* JOURNAL_APPEND: bytes of buf */
-    uint64_t seq;      /* JOURNAL_APPEND: order of appends */
+    struct gw_payload *payload; /* DELIVER (pinned), JOURNAL_APPEND/READ */
+    uint64_t payload_id;        /* JOURNAL_APPEND/READ: the payload's id */
+    uint64_t len;               /* JOURNAL_APPEND/READ: payload bytes */
+    uint8_t *buf;               /* JOURNAL_READ: pool memory to read into;
+                                   JOURNAL_APPEND: the record header */
+    uint32_t hdr_len;           /* JOURNAL_APPEND: bytes of buf */
+    uint64_t seq;      /* JOURNAL_APPEND: order of appends (0: a spill) */
     bool sync;         /* JOURNAL_APPEND: synced before it completes */
+    bool spill;        /* JOURNAL_APPEND: a payload of memory queues written
+                          out to free memory (no PUT_OK waits for it) */
     uint64_t seg, off; /* JOURNAL_*: segment and offset (APPEND: of the
                           data, filled in by the journal) */
     char *text;        /* DELIVER/EOS: queue name; ERROR: message (owned) */

@@ -58,7 +58,7 @@ gw_broker_new(const struct gw_broker_settings *set, struct gw_broker **b_p)
     gw_heap_init(&b->leases);
     gw_heap_init(&b->delays);
     rc = gw_store_init(&b->store, set->memory_limit, set->chunk_size,
-                       set->spill, set->journal, set->disk_limit);
+                       set->spill || set->journal, set->disk_limit);
     if (rc != 0) {
         gw_store_fini(&b->store);
         free(b);
@@ -549,16 +549,13 @@ gw_broker_written(struct gw_broker *b, uint64_t now, uint64_t conn_id,
 }
 
 void
-gw_broker_spill_done(struct gw_broker *b, uint64_t now,
-                     const struct gw_action *job, int rc,
-                     struct gw_actions *out)
+gw_broker_io_done(struct gw_broker *b, uint64_t now,
+                  const struct gw_action *job, int rc, struct gw_actions *out)
 {
     struct gw_payload *pl = job->payload;
 
     gw_event_begin(b, now, out);
-    if (job->kind == GW_ACT_SPILL_WRITE) {
-        gw_store_spilled(&b->store, pl, rc, now, out);
-    } else if (job->kind == GW_ACT_JOURNAL_APPEND) {
+    if (job->kind == GW_ACT_JOURNAL_APPEND) {
         gw_durable_appended(b, job, rc);
     } else if (gw_store_loaded(&b->store, pl, rc, now, out)) {
         gw_dispatch_loaded(b, pl);

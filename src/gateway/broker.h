@@ -3,7 +3,7 @@
  * The broker: queue, lease, session and credit state, and nothing else.
  *
  * It takes events (a stream joins or leaves, PUT, GET, LIMIT, ACK / NACK /
- * EXTEND, a frame was written, a spill job finished, the timer, and the
+ * EXTEND, a frame was written, a journal job finished, the timer, and the
  * administration requests) and answers with actions appended to `out`
  * (action.h).  It makes no system call, takes no lock and never calls a
  * worker or a connection: one thread at a time drives it (the hub holds a
@@ -30,8 +30,8 @@ struct gw_broker_settings {
     uint32_t ack_timeout_ms;  /* lease of queues declared without one */
     uint64_t memory_limit;    /* payload memory (the pool) */
     uint64_t chunk_size;      /* pool chunk, a power of two */
-    bool spill;               /* a spill directory exists */
-    uint64_t disk_limit;      /* spill bytes; journal bytes */
+    bool spill;               /* a spill directory exists (no journal) */
+    uint64_t disk_limit;      /* bytes of journal or spill segments */
     bool journal;             /* a journal directory exists */
     uint8_t durability;       /* of guaranteed queues (enum gw_durability) */
     uint32_t compact_percent; /* compact.h; 0: never */
@@ -39,7 +39,7 @@ struct gw_broker_settings {
 
 /* Returns 0 or SCIMQ_ENOMEM / SCIMQ_EINVAL (bad pool geometry). */
 int gw_broker_new(const struct gw_broker_settings *set, struct gw_broker **b_p);
-/* Frees every record; spill files are not removed (the caller's job). */
+/* Frees every record; segments are not removed (the caller's job). */
 void gw_broker_free(struct gw_broker *b);
 /* Starts pre-faulting the payload memory (a thread of the pool's). */
 int gw_broker_prefault(struct gw_broker *b);
@@ -108,11 +108,10 @@ void gw_broker_written(struct gw_broker *b, uint64_t now, uint64_t conn_id,
                        struct gw_payload *pl, uint64_t bytes,
                        struct gw_actions *out);
 
-/* A GW_ACT_SPILL_WRITE / _READ or GW_ACT_JOURNAL_APPEND / _READ action
- * finished with rc. */
-void gw_broker_spill_done(struct gw_broker *b, uint64_t now,
-                          const struct gw_action *job, int rc,
-                          struct gw_actions *out);
+/* A GW_ACT_JOURNAL_APPEND / _READ action finished with rc. */
+void gw_broker_io_done(struct gw_broker *b, uint64_t now,
+                       const struct gw_action *job, int rc,
+                       struct gw_actions *out);
 
 /* Deadlines: leases, delayed messages, spill retries. */
 void gw_broker_tick(struct gw_broker *b, uint64_t now, struct gw_actions *out);

@@ -13,11 +13,15 @@
 static void
 move_or_load(struct gw_broker *b, struct gw_payload *pl)
 {
-    if (pl->where != GW_PL_MEMORY && pl->where != GW_PL_SPILLING) {
+    if (pl->where != GW_PL_MEMORY) {
         (void) gw_store_want(&b->store, pl, b->now, b->out);
         return;
     }
-    if (!gw_durable_move(b, pl))
+    if (gw_durable_move(b, pl))
+        return;
+    if (pl->spilled)
+        gw_store_respill(&b->store, pl, b->out); /* of memory queues only */
+    else
         gw_store_move_failed(&b->store, pl); /* settled meanwhile */
 }
 
@@ -53,17 +57,15 @@ gw_compact_check(struct gw_broker *b)
     size_t n = 0, cap = 0;
     struct gw_queue *q, *qt;
 
-    if (!b->j.on || b->j.compact_percent == 0 || st->restoring ||
+    if (!st->journal || b->j.compact_percent == 0 || st->restoring ||
         st->moving > 0 || b->now < b->j.compact_retry_at || g == NULL ||
         g->seg == st->j_active || g->live == 0 || g->bytes == 0 ||
         g->live_bytes * 100 >= g->bytes * b->j.compact_percent)
         return;
-    /* Which payloads are in it: those of messages in durable queues (a
-     * journaled payload of no durable message is settled everywhere). */
+    /* Which payloads are in it: those of the messages of every queue
+     * (durable ones, and spilled ones of memory queues). */
     HASH_ITER(hh, b->queues, q, qt)
     {
-        if (!gw_durable_queue(q))
-            continue;
         mark_list(b, q->ready, g->seg, &found, &n, &cap);
         mark_list(b, q->delayed, g->seg, &found, &n, &cap);
         mark_list(b, q->leased, g->seg, &found, &n, &cap);

@@ -6,9 +6,11 @@
  * written after it, until the disk limit stops the producers.  When the
  * oldest segment (not the one being written) holds live payloads of less
  * than compact_percent of its bytes, their MSG records are written again,
- * synced, at the end of the journal (durable.c, gw_durable_move); once all
- * are in, nothing in the old segment is live and it goes.  A payload that
- * is not in memory is read back first.  One segment is compacted at a time.
+ * synced, at the end of the journal (durable.c, gw_durable_move; a spilled
+ * payload of memory queues is spilled again, store.c); once all are in,
+ * nothing in the old segment is live and it goes.  A payload that is not
+ * in memory is read back first.  One segment is compacted at a time, with
+ * a journal or a spill directory alike.
  */
 #ifndef SCIMQ_GATEWAY_COMPACT_H
 #define SCIMQ_GATEWAY_COMPACT_H

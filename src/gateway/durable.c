@@ -157,16 +157,10 @@ gw_durable_enqueue(struct gw_broker *b, const struct gw_msg *m)
         return;
     if (m->payload->journal != GW_PLJ_NONE) {
         append_small(b, GW_JREC_ENQUEUE, m);
-    } else if (m->payload->where == GW_PL_MEMORY ||
-               m->payload->where == GW_PL_SPILLING) {
-        /* From a memory queue: its bytes go to the journal now. */
-        append_msg(b, m->payload, &one, 1, false);
     } else {
-        GW_NOTE_SPARSE(b->out, SCIMQ_LOG_WARN, QUEUE, 10000,
-                       "queue %s: message %" PRIu64
-                       " came from a memory queue while on spill: it is not "
-                       "journaled",
-                       m->queue->name, m->id);
+        /* From a memory queue, never spilled (so still in memory): its
+         * bytes go to the journal now. */
+        append_msg(b, m->payload, &one, 1, false);
     }
 }
 
@@ -270,6 +264,11 @@ gw_durable_appended(struct gw_broker *b, const struct gw_action *job, int rc)
 {
     struct gw_payload *pl = job->payload;
 
+    if (job->spill) {
+        gw_store_spilled(&b->store, pl, job->seg, job->off,
+                         job->hdr_len + job->len, rc, b->now, b->out);
+        return;
+    }
     b->j.pending_bytes -= job->hdr_len + job->len;
     if (rc == 0) {
         b->j.c.appends++;

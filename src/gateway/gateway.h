@@ -10,8 +10,9 @@
  *   They never decide where a message goes.
  * - The broker (broker.h) owns queue, lease, session and credit state and
  *   the store (payload memory); the hub (hub.h) drives it under one lock
- *   and carries its actions to the workers' mailboxes and to the spill
- *   thread (spill.h), which does all file I/O.
+ *   and carries its actions to the workers' mailboxes and to the journal
+ *   thread (journal.h), which does all file I/O: the journal's segments,
+ *   or the spill directory's (the same files, not recovered).
  * - The connection registry (connreg.h) keeps what STATS shows about
  *   connections, under its own lock.
  */

@@ -68,15 +68,12 @@ gw_hub_route(struct gw_hub *h, int self, struct gw_actions *out)
         if (a->kind == GW_ACT_LOG) {
             gw_note_write(a);
             gw_action_free(a);
-        } else if (GW_ACT_FOR_SPILL(a->kind) && h->spill != NULL) {
-            gw_spill_submit(h->spill, a);
         } else if (GW_ACT_FOR_JOURNAL(a->kind) && h->journal != NULL) {
             gw_journal_submit(h->journal, a);
-        } else if (GW_ACT_FOR_SPILL(a->kind) || GW_ACT_FOR_JOURNAL(a->kind)) {
+        } else if (GW_ACT_FOR_JOURNAL(a->kind)) {
             /* Only after the thread stopped, at exit: what the job holds
              * goes back. */
-            if (a->kind == GW_ACT_SPILL_WRITE || a->kind == GW_ACT_SPILL_READ ||
-                a->kind == GW_ACT_JOURNAL_APPEND ||
+            if (a->kind == GW_ACT_JOURNAL_APPEND ||
                 a->kind == GW_ACT_JOURNAL_READ)
                 gw_hub_io_done(h, a, SCIMQ_ESHUTDOWN);
             gw_action_free(a);
@@ -98,7 +95,7 @@ gw_hub_io_done(void *arg, struct gw_action *job, int rc)
     struct gw_actions out = {NULL, NULL};
     uint64_t now = enter(h);
 
-    gw_broker_spill_done(h->broker, now, job, rc, &out);
+    gw_broker_io_done(h->broker, now, job, rc, &out);
     leave(h, -1, &out);
 }
 

@@ -3,12 +3,12 @@
  * The hub: the one lock around the broker, and the carrying out of the
  * broker's actions once the lock is released.  Frames for a connection go
  * to its worker's mailbox (deferred to the next loop turn when the caller
- * is that worker), file work to the spill thread, log lines to the log.
+ * is that worker), file work to the journal thread, log lines to the log.
  * An action nobody can take any more (its worker stopped) is dropped
  * here, and a dropped DELIVER gives its payload pin back.
  *
  * Every call takes `self`: the index of the calling worker, or -1 for
- * other threads (main, spill).
+ * other threads (main, journal).
  */
 #ifndef SCIMQ_GATEWAY_HUB_H
 #define SCIMQ_GATEWAY_HUB_H
@@ -24,15 +24,13 @@
 #include "broker.h"
 #include "mailbox.h"
 #include "journal.h"
-#include "spill.h"
 
 struct gw_hub {
     pthread_mutex_t lock; /* the broker's state */
     struct gw_broker *broker;
     struct gw_mailbox **mailboxes; /* one per worker */
     int n_mailboxes;
-    struct gw_spill *spill;     /* NULL: no spill directory */
-    struct gw_journal *journal; /* NULL: no journal directory */
+    struct gw_journal *journal; /* NULL: no journal or spill directory */
 };
 
 void gw_hub_init(struct gw_hub *h, struct gw_broker *b);
@@ -40,8 +38,8 @@ void gw_hub_destroy(struct gw_hub *h);
 /* Where worker actions go; set before the workers run. */
 void gw_hub_attach(struct gw_hub *h, struct gw_mailbox **mailboxes, int n);
 
-/* The spill and journal threads' completion callback (gw_spill_done_fn,
- * gw_journal_done_fn); arg: the hub. */
+/* The journal thread's completion callback (gw_journal_done_fn); arg: the
+ * hub. */
 void gw_hub_io_done(void *arg, struct gw_action *job, int rc);
 
 /* Runs a list of actions produced outside the hub (e.g. dropped ones). */

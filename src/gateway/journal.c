@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -49,6 +50,30 @@ void
 gw_journal_segment_path(const char *dir, uint64_t seg, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/%016" PRIx64 ".seg", dir, seg);
+}
+
+int
+gw_journal_clear(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int rc = 0;
+
+    if (d == NULL)
+        return scimq__err_from_errno(errno);
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        char path[PATH_MAX];
+
+        if (strcmp(e->d_name, GW_JOURNAL_TOPOLOGY_FILE) != 0 &&
+            (n < 4 || strcmp(e->d_name + n - 4, ".seg") != 0))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (unlink(path) != 0 && errno != ENOENT)
+            rc = scimq__err_from_errno(errno);
+    }
+    closedir(d);
+    return rc;
 }
 
 static int

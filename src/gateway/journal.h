@@ -54,6 +54,12 @@ struct gw_journal_syncs {
 /* A copy of the counters (any thread). */
 void gw_journal_syncs(struct gw_journal *j, struct gw_journal_syncs *out);
 
+/*
+ * Deletes every segment and the topology file in dir (a spill directory:
+ * its segments are not kept across runs).  0 or a SCIMQ_E* code.
+ */
+int gw_journal_clear(const char *dir);
+
 /* Path of segment seg in dir. */
 void gw_journal_segment_path(const char *dir, uint64_t seg, char *buf,
                              size_t len);

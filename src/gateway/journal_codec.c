@@ -162,7 +162,7 @@ gw_jrec_fields(uint8_t type, const uint8_t *f, uint32_t flen, uint64_t body_len,
         r->payload_id = wire_get64(p);
         r->n_targets = wire_get16(p + 8);
         p += 10;
-        if (r->n_targets == 0 || r->n_targets > GW_JREC_MAX_TARGETS ||
+        if (r->n_targets > GW_JREC_MAX_TARGETS ||
             (size_t) (end - p) < (size_t) r->n_targets * TARGET_LEN + 4)
             return SCIMQ_EPROTO;
         r->targets_wire = p;
@@ -184,7 +184,8 @@ gw_jrec_fields(uint8_t type, const uint8_t *f, uint32_t flen, uint64_t body_len,
         if (p != end || data != body_len - flen)
             return SCIMQ_EPROTO;
         r->data_len = data;
-        r->one = gw_jrec_target_at(r, 0);
+        if (r->n_targets > 0)
+            r->one = gw_jrec_target_at(r, 0);
         return 0;
     }
     case GW_JREC_ENQUEUE:

@@ -11,7 +11,8 @@
  * big-endian like SciMP.  The CRC covers the whole body, data included,
  * so a torn or damaged record is found wherever it is cut.  Fields:
  *
- *   MSG      payload id u64, targets u16, then per target: queue id u64,
+ *   MSG      payload id u64, targets u16 (0: a spill of memory queues'
+ *            payload, skipped by recovery), then per target: queue id u64,
  *            message id u64, attempt u32; blocks u32, then per block: name
  *            length u32, data length u64, name; data = the payload (every
  *            block's data)

@@ -15,9 +15,11 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,10 +36,10 @@
 #include "common/net.h"
 #include "common/param.h"
 #include "common/topo.h"
+#include "fsdir.h"
 #include "http.h" /* the read-only HTTP side (--http) */
 #include "recovery.h"
 #include "report.h"
-#include "spill.h"
 #include "worker.h"
 
 static const struct option options[] = {
@@ -662,18 +664,63 @@ print_summary(struct gateway *gw, int exit_code)
     json_decref(st);
 }
 
-/* The broker, the hub around it and the spill thread. */
+/* Spilling to a spill directory: one is set, and no journal (payloads
+ * then spill into the journal). */
+static bool
+spill_mode(const struct gw_options *o)
+{
+    return (o->journal_dir == NULL || o->journal_dir[0] == '\0') &&
+           o->spill_dir != NULL && o->spill_dir[0] != '\0';
+}
+
+/*
+ * The spill directory: the journal's segments, never recovered (emptied at
+ * start and at exit).  A directory that holds a journal is refused.
+ */
+static int
+spill_start(struct gateway *gw)
+{
+    const char *dir = gw->opt.spill_dir;
+    char path[PATH_MAX];
+    int rc = gw_dir_ready(dir, "spill");
+
+    if (rc != 0)
+        return rc;
+    snprintf(path, sizeof(path), "%s/" GW_JOURNAL_TOPOLOGY_FILE, dir);
+    if (access(path, F_OK) == 0) {
+        fprintf(stderr,
+                "scimq-gateway: spill directory %s holds a journal (%s); "
+                "use it with --journal-dir, or spill elsewhere\n",
+                dir, GW_JOURNAL_TOPOLOGY_FILE);
+        return SCIMQ_EEXIST;
+    }
+    rc = gw_journal_clear(dir);
+    if (rc == 0)
+        rc = gw_journal_start(dir, 1, gw->opt.journal_segment,
+                              gw->opt.journal_batch_ms, gw_hub_io_done,
+                              &gw->hub, &gw->hub.journal);
+    if (rc != 0)
+        fprintf(stderr, "scimq-gateway: spill directory %s: %s\n", dir,
+                scimq_strerror(rc));
+    return rc;
+}
+
+/* The broker, the hub around it and the journal thread (on the journal or
+ * the spill directory). */
 static int
 core_start(struct gateway *gw)
 {
+    bool journal =
+        gw->opt.journal_dir != NULL && gw->opt.journal_dir[0] != '\0';
     struct gw_broker_settings set = {
         .ack_timeout_ms = gw->opt.ack_timeout_ms,
         .memory_limit = gw->opt.memory_limit,
         .chunk_size = gw->opt.chunk_size,
-        .spill = gw->opt.spill_dir != NULL && gw->opt.spill_dir[0] != '\0',
+        /* With a journal, payloads spill into it. */
+        .spill = !journal && gw->opt.spill_dir != NULL &&
+                 gw->opt.spill_dir[0] != '\0',
         .disk_limit = gw->opt.disk_limit,
-        .journal =
-            gw->opt.journal_dir != NULL && gw->opt.journal_dir[0] != '\0',
+        .journal = journal,
         .durability = gw->opt.durability,
         .compact_percent =
             (uint32_t) scimq__param_int(SCIMQ_PARAM_GATEWAY_JOURNAL_COMPACT),
@@ -691,9 +738,13 @@ core_start(struct gateway *gw)
         return rc;
     }
     gw_hub_init(&gw->hub, b);
+    if (journal && gw->opt.spill_dir != NULL && gw->opt.spill_dir[0] != '\0')
+        SCIMQ_LOG_INFO(GATEWAY,
+                       "spill directory %s not used: payloads spill into the "
+                       "journal %s",
+                       gw->opt.spill_dir, gw->opt.journal_dir);
     if (set.spill) {
-        rc = gw_spill_start(gw->opt.spill_dir, gw_hub_io_done, &gw->hub,
-                            &gw->hub.spill);
+        rc = spill_start(gw);
         if (rc != 0) {
             gw_broker_free(b);
             gw_hub_destroy(&gw->hub);
@@ -710,7 +761,6 @@ core_start(struct gateway *gw)
         if (rc != 0) {
             fprintf(stderr, "scimq-gateway: journal %s: %s\n",
                     gw->opt.journal_dir, scimq_strerror(rc));
-            gw_spill_stop(gw->hub.spill);
             gw_broker_free(b);
             gw_hub_destroy(&gw->hub);
             return rc;
@@ -732,11 +782,13 @@ core_start(struct gateway *gw)
 static void
 core_stop(struct gateway *gw)
 {
-    gw_spill_stop(gw->hub.spill);
-    gw->hub.spill = NULL;
     /* What is queued for the journal is written and synced first. */
     gw_journal_stop(gw->hub.journal);
     gw->hub.journal = NULL;
+    /* Spilled payloads are not kept across runs. */
+    if (spill_mode(&gw->opt) && gw_journal_clear(gw->opt.spill_dir) != 0)
+        SCIMQ_LOG_WARN(GATEWAY, "cannot empty the spill directory %s",
+                       gw->opt.spill_dir);
 }
 
 static void
@@ -810,8 +862,9 @@ main(int argc, char **argv)
             scimq_version_string(),
             gw.opt.listen_host[0] ? gw.opt.listen_host : "*", port,
             gw.n_workers, gw.opt.memory_limit,
-            gw.hub.spill ? gw.opt.spill_dir : "off",
-            gw.hub.journal ? gw.opt.journal_dir : "off",
+            spill_mode(&gw.opt) ? gw.opt.spill_dir : "off",
+            gw.hub.journal && !spill_mode(&gw.opt) ? gw.opt.journal_dir
+                                                    : "off",
             gw.opt.token ? "token" : "none", tls_mode(&gw.opt), gw.opt.nofile,
             gw.opt.max_connections, gw.admin_path[0] ? gw.admin_path : "off");
     if (gw.opt.token == NULL && !listen_is_loopback(gw.opt.listen_host))

@@ -40,13 +40,16 @@ struct gw_block {
 };
 
 enum gw_payload_where {
-    GW_PL_MEMORY,   /* data valid */
-    GW_PL_SPILLING, /* data valid, being written to its spill file */
-    GW_PL_DISK,     /* data NULL, bytes only in the spill file */
-    GW_PL_LOADING   /* data = the buffer being read into */
+    GW_PL_MEMORY, /* data valid */
+    GW_PL_DISK,   /* data NULL, bytes only in its segment */
+    GW_PL_LOADING /* data = the buffer being read into */
 };
 
-/* Is the payload's MSG record in the journal? */
+/*
+ * Is the payload's MSG record in the journal (or, for memory queues, in
+ * the segments of the spill directory or journal: a spill writes the same
+ * record with no target, which recovery skips)?
+ */
 enum gw_payload_journal {
     GW_PLJ_NONE,    /* no (memory queues only, or not yet) */
     GW_PLJ_PENDING, /* appended, not written yet (the append pins it) */
@@ -61,7 +64,7 @@ struct gw_payload {
     char *names;
     uint8_t *data; /* pool memory while resident */
     enum gw_payload_where where;
-    bool has_file;                   /* a complete spill file exists */
+    bool spilled; /* its record was written by a spill (spill_bytes) */
     enum gw_payload_journal journal; /* its MSG record */
     uint64_t seg, off;               /* GW_PLJ_DONE: where its data is */
     bool load_queued;                /* waits for memory to load */
@@ -227,7 +230,7 @@ struct gw_parked {
 
 struct gw_store_counters {
     uint64_t payload_allocated; /* payload bytes ever admitted */
-    uint64_t spilled_bytes, loaded_bytes, spill_files_total;
+    uint64_t spilled_bytes, loaded_bytes;
     uint64_t spill_write_errors, spill_read_errors;
     uint64_t parked_total; /* PUTs that had to wait for memory */
 };
@@ -243,17 +246,17 @@ struct gw_segment {
 
 struct gw_store {
     struct gw_pool pool;
-    bool journal;                /* payloads may live in the journal */
+    bool journal;                /* payloads may live in segments (a
+                                    journal or a spill directory) */
     uint64_t j_active;           /* the segment being written */
     uint64_t j_bytes;            /* in all segments */
     struct gw_segment *segments; /* oldest first */
     struct gw_segment *segments_tail;
     uint64_t dropped_segments;
-    bool restoring;      /* recovery: no segment is dropped yet */
-    uint64_t moving;     /* payloads being moved by compaction */
-    bool spill;          /* a spill directory is configured */
-    uint64_t disk_limit; /* bytes of spill files */
-    uint64_t disk_used, spill_files;
+    bool restoring;        /* recovery: no segment is dropped yet */
+    uint64_t moving;       /* payloads being moved by compaction */
+    uint64_t disk_limit;   /* bytes of segments */
+    uint64_t spill_bytes;  /* payload bytes in segments by spills */
     uint64_t mem_spilling; /* pool bytes being written out */
     uint64_t resident;     /* payload bytes in memory */
     uint64_t next_payload_id;

@@ -73,9 +73,8 @@ gw_stats_snapshot(const struct gw_broker *b, enum gw_snap_filter filter,
                                                          : "running";
     s->resident = st->resident;
     s->spilling = st->mem_spilling;
-    s->disk_limit = st->spill ? st->disk_limit : 0;
-    s->disk_used = st->disk_used;
-    s->spill_files = st->spill_files;
+    s->disk_limit = st->journal ? st->disk_limit : 0;
+    s->spill_bytes = st->spill_bytes;
     s->parked = st->n_parked;
     s->sc = st->c;
     s->journal = b->j.on;
@@ -171,10 +170,9 @@ gw_stats_broker_json(const struct gw_snapshot *s, json_t *root)
                   s->prefault));
     json_object_set_new(
         root, "spill",
-        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "limit",
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "limit",
                   (json_int_t) s->disk_limit, "bytes",
-                  (json_int_t) s->disk_used, "files",
-                  (json_int_t) s->spill_files, "spilled_total",
+                  (json_int_t) s->spill_bytes, "spilled_total",
                   (json_int_t) s->sc.spilled_bytes, "loaded_total",
                   (json_int_t) s->sc.loaded_bytes, "write_errors",
                   (json_int_t) s->sc.spill_write_errors, "read_errors",

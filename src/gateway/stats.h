@@ -34,7 +34,7 @@ struct gw_snapshot {
     /* Store. */
     uint64_t pool_size, pool_used, chunk, resident, spilling, prefaulted;
     const char *prefault; /* "off", "running" or "done" (a literal) */
-    uint64_t disk_limit, disk_used, spill_files, parked;
+    uint64_t disk_limit, spill_bytes, parked;
     struct gw_store_counters sc;
     /* Journal. */
     bool journal;

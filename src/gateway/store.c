@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Invariants:
- * - resident counts the payload bytes whose data is in memory (MEMORY,
- *   SPILLING); disk_used the bytes in complete spill files.
- * - A payload is freed when no message references it and no frame is being
- *   written from it, once the spill thread is done with it.
+ * - resident counts the payload bytes whose data is in memory (MEMORY);
+ *   mem_spilling the pool bytes of payloads whose spill is being written.
+ * - A payload is freed when no message references it and no frame or
+ *   journal job holds it (pins), once a read of it is done.
  * - A payload on the LRU list is resident and committed.
  */
 #include "config.h"
@@ -16,6 +16,7 @@
 
 #include <scimq/error.h>
 
+#include "journal_codec.h"
 #include "store.h"
 
 /* Above this share of the arena in use, waiting payloads are spilled
@@ -24,12 +25,11 @@
 #define HIGH_WATER_DEN 4
 
 int
-gw_store_init(struct gw_store *st, uint64_t bytes, uint64_t chunk, bool spill,
-              bool journal, uint64_t disk_limit)
+gw_store_init(struct gw_store *st, uint64_t bytes, uint64_t chunk,
+              bool segments, uint64_t disk_limit)
 {
     memset(st, 0, sizeof(*st));
-    st->spill = spill;
-    st->journal = journal;
+    st->journal = segments;
     st->disk_limit = disk_limit;
     gw_heap_init(&st->retries);
     return gw_pool_init(&st->pool, bytes, chunk);
@@ -207,8 +207,8 @@ gw_store_move_failed(struct gw_store *st, struct gw_payload *pl)
 static void
 payload_free(struct gw_store *st, struct gw_payload *pl, struct gw_actions *out)
 {
-    if (pl->where == GW_PL_SPILLING || pl->where == GW_PL_LOADING)
-        return; /* the spill thread finishes first, then it is freed */
+    if (pl->where == GW_PL_LOADING)
+        return; /* the journal thread finishes first, then it is freed */
     if (pl->where == GW_PL_MEMORY) {
         lru_remove(st, pl);
         st->resident -= pl->len;
@@ -218,14 +218,8 @@ payload_free(struct gw_store *st, struct gw_payload *pl, struct gw_actions *out)
     gw_heap_remove(&st->retries, &pl->retry);
     if (pl->moving) /* settled while compaction waited for its bytes */
         st->moving--;
-    if (pl->has_file) {
-        struct gw_action *a = gw_action_new(GW_ACT_SPILL_UNLINK);
-
-        a->payload_id = pl->id;
-        gw_actions_push(out, a);
-        st->disk_used -= pl->len;
-        st->spill_files--;
-    }
+    if (pl->spilled)
+        st->spill_bytes -= pl->len;
     if (pl->journal == GW_PLJ_DONE) {
         struct gw_segment *g = segment_get(st, pl->seg);
 
@@ -272,10 +266,56 @@ spillable(const struct gw_payload *pl)
 }
 
 /*
+ * A spill: the payload's MSG record, with no target (recovery skips it),
+ * appended to the segments; once written its memory can go.  Only the
+ * durable queues' records are recovered, so a spill of a memory queue's
+ * payload is the same record without targets.
+ */
+static void
+spill_append(struct gw_store *st, struct gw_payload *pl, struct gw_actions *out)
+{
+    struct gw_jrec_block *blocks =
+        gw_xcalloc(pl->block_count + 1, sizeof(*blocks));
+    struct gw_jrec r = {.type = GW_JREC_MSG};
+    struct gw_action *a = gw_action_new(GW_ACT_JOURNAL_APPEND);
+
+    for (uint32_t i = 0; i < pl->block_count; i++)
+        blocks[i] = (struct gw_jrec_block){
+            pl->blocks[i].name, pl->blocks[i].name_len, pl->blocks[i].len};
+    r.payload_id = pl->id;
+    r.block_count = pl->block_count;
+    r.blocks = blocks;
+    r.data_len = pl->len;
+    a->hdr_len = (uint32_t) gw_jrec_header_len(&r);
+    a->buf = gw_xcalloc(1, a->hdr_len);
+    gw_jrec_encode(&r, a->buf); /* the journal thread adds the CRC */
+    free(blocks);
+    a->spill = true;
+    a->payload = pl;
+    a->payload_id = pl->id;
+    a->len = pl->len;
+    /* Being moved by compaction, it keeps its old copy until this one is
+     * in; otherwise it is not in a segment until then. */
+    if (!pl->moving) {
+        pl->journal = GW_PLJ_PENDING;
+        st->mem_spilling += gw_pool_cost(&st->pool, pl->len);
+    }
+    gw_store_pin(pl); /* its bytes stay put while they are written */
+    gw_actions_push(out, a);
+}
+
+void
+gw_store_respill(struct gw_store *st, struct gw_payload *pl,
+                 struct gw_actions *out)
+{
+    spill_append(st, pl, out);
+}
+
+/*
  * Frees memory by spilling the newest resident payloads (they are
  * delivered last) until the arena is under its high-water mark and a
  * payload of need bytes would fit, or the first one that waits (a load,
- * then a parked producer).  A payload that already has a file is dropped
+ * then a parked producer).  A payload already in a segment is dropped
  * from memory at once.
  */
 static void
@@ -288,7 +328,7 @@ spill_some(struct gw_store *st, uint64_t need, uint64_t now,
     bool evicted = false;
     uint64_t want;
 
-    if ((!st->spill && !st->journal) || now < st->write_retry_at)
+    if (!st->journal || now < st->write_retry_at)
         return;
     if (need == 0 && st->load_head != NULL)
         need = st->load_head->len;
@@ -302,21 +342,13 @@ spill_some(struct gw_store *st, uint64_t need, uint64_t now,
         if (in_use <= high && in_use + want <= p->size)
             break;
         if (spillable(pl)) {
-            if (pl->has_file || pl->journal == GW_PLJ_DONE) {
+            if (pl->journal == GW_PLJ_DONE) {
                 evict(st, pl);
                 evicted = true;
-            } else if (st->spill &&
-                       st->disk_used + st->mem_spilling + pl->len <=
+            } else if (pl->journal == GW_PLJ_NONE &&
+                       st->j_bytes + st->mem_spilling + pl->len <=
                            st->disk_limit) {
-                struct gw_action *a = gw_action_new(GW_ACT_SPILL_WRITE);
-
-                pl->where = GW_PL_SPILLING;
-                st->mem_spilling += gw_pool_cost(p, pl->len);
-                a->payload = pl;
-                a->payload_id = pl->id;
-                a->len = pl->len;
-                a->buf = pl->data; /* untouched while SPILLING */
-                gw_actions_push(out, a);
+                spill_append(st, pl, out);
             }
         }
         pl = prev;
@@ -343,9 +375,7 @@ room_changed(struct gw_store *st, struct gw_actions *out)
         load_queue_remove(st, pl);
         pl->where = GW_PL_LOADING;
         pl->data = buf;
-        /* From its journal segment, or else from its spill file. */
-        a = gw_action_new(pl->journal == GW_PLJ_DONE ? GW_ACT_JOURNAL_READ
-                                                     : GW_ACT_SPILL_READ);
+        a = gw_action_new(GW_ACT_JOURNAL_READ);
         a->payload = pl;
         a->payload_id = pl->id;
         a->len = pl->len;
@@ -481,7 +511,6 @@ gw_store_want(struct gw_store *st, struct gw_payload *pl, uint64_t now,
 {
     switch (pl->where) {
     case GW_PL_MEMORY:
-    case GW_PL_SPILLING:
         return true;
     case GW_PL_LOADING:
         return false;
@@ -505,21 +534,25 @@ backoff_ms(uint32_t failures)
 }
 
 void
-gw_store_spilled(struct gw_store *st, struct gw_payload *pl, int rc,
-                 uint64_t now, struct gw_actions *out)
+gw_store_spilled(struct gw_store *st, struct gw_payload *pl, uint64_t seg,
+                 uint64_t off, uint64_t bytes, int rc, uint64_t now,
+                 struct gw_actions *out)
 {
-    st->mem_spilling -= gw_pool_cost(&st->pool, pl->len);
-    pl->where = GW_PL_MEMORY;
+    if (!pl->moving)
+        st->mem_spilling -= gw_pool_cost(&st->pool, pl->len);
     if (rc == 0) {
-        pl->has_file = true;
-        st->disk_used += pl->len;
-        st->spill_files++;
+        gw_store_journal_written(st, pl, seg, off, bytes, out);
+        if (!pl->spilled)
+            st->spill_bytes += pl->len;
+        pl->spilled = true;
         st->c.spilled_bytes += pl->len;
-        st->c.spill_files_total++;
         st->write_backoff_ms = 0;
+    } else if (pl->moving) {
+        gw_store_move_failed(st, pl); /* the old copy stays */
     } else {
         /* Full or failing disk: the payload stays in memory (safe) and
          * no spill is tried again before the backoff ends. */
+        pl->journal = GW_PLJ_NONE;
         st->c.spill_write_errors++;
         st->write_backoff_ms = st->write_backoff_ms == 0
                                    ? GW_STORE_RETRY_MIN_MS
@@ -532,6 +565,7 @@ gw_store_spilled(struct gw_store *st, struct gw_payload *pl, int rc,
                        "memory, next spill in %u ms",
                        pl->id, scimq_strerror(rc), st->write_backoff_ms);
     }
+    pl->pins--; /* the append's */
     if (pl->refs == 0 && pl->pins == 0) {
         payload_free(st, pl, out);
         return;

@@ -3,18 +3,20 @@
  * The store: payload bytes.  Payload memory comes from the pool (bounded,
  * reused, pre-faulted); admission is decided before a payload is
  * allocated, so a PUT that does not fit waits (its producer is parked: TCP
- * back-pressure) instead of growing the gateway.  With a spill directory,
- * payloads of messages that wait are written out and their memory reused,
- * and read back (into pool memory) when they are delivered.
+ * back-pressure) instead of growing the gateway.
  *
- * With a journal, a payload whose MSG record is written needs no spill: its
- * memory is reused at once and it is read back from its segment.
+ * With segments (a journal, or a spill directory: the same files), the
+ * memory of payloads that wait is reused: a payload whose MSG record is in
+ * the journal is dropped from memory at once; one of memory queues only
+ * is spilled first, as the same record without targets (recovery skips
+ * it), in the same segments.  Either is read back from its segment (into
+ * pool memory) when it is delivered.
  *
- * The store makes no system call: file work leaves as GW_ACT_SPILL_* and
- * GW_ACT_JOURNAL_* actions, and its results come back through
- * gw_store_spilled(), gw_store_loaded() and gw_store_journal_written().  Failed
- * writes back off (the payload stays in memory, safe); failed reads are retried
- * with a backoff (the file stays).
+ * The store makes no system call: file work leaves as GW_ACT_JOURNAL_*
+ * actions, and its results come back through gw_store_spilled(),
+ * gw_store_loaded() and gw_store_journal_written().  Failed spills back
+ * off (the payload stays in memory, safe); failed reads are retried with a
+ * backoff (the segment stays).
  */
 #ifndef SCIMQ_GATEWAY_STORE_H
 #define SCIMQ_GATEWAY_STORE_H
@@ -25,11 +27,12 @@
 #define GW_STORE_RETRY_MIN_MS 100u
 #define GW_STORE_RETRY_MAX_MS 10000u
 
-/* bytes and chunk: the pool; spill: a spill directory exists; disk_limit:
- * its bytes.  Returns 0 or SCIMQ_ENOMEM / SCIMQ_EINVAL. */
+/* bytes and chunk: the pool; segments: a journal or spill directory
+ * exists; disk_limit: its bytes.  Returns 0 or SCIMQ_ENOMEM /
+ * SCIMQ_EINVAL. */
 int gw_store_init(struct gw_store *st, uint64_t bytes, uint64_t chunk,
-                  bool spill, bool journal, uint64_t disk_limit);
-/* Frees every payload (files are left to the caller's cleanup). */
+                  bool segments, uint64_t disk_limit);
+/* Frees every payload (segments are left to the caller). */
 void gw_store_fini(struct gw_store *st);
 
 /*
@@ -79,9 +82,14 @@ void gw_store_balance(struct gw_store *st, uint64_t now,
 bool gw_store_want(struct gw_store *st, struct gw_payload *pl, uint64_t now,
                    struct gw_actions *out);
 
-/* Spill thread results. */
-void gw_store_spilled(struct gw_store *st, struct gw_payload *pl, int rc,
-                      uint64_t now, struct gw_actions *out);
+/* A spill's append (GW_ACT_JOURNAL_APPEND with spill set) finished with
+ * rc; seg, off and bytes as for gw_store_journal_written(). */
+void gw_store_spilled(struct gw_store *st, struct gw_payload *pl, uint64_t seg,
+                      uint64_t off, uint64_t bytes, int rc, uint64_t now,
+                      struct gw_actions *out);
+/* Compaction: writes a spilled payload's record again (pl->moving set). */
+void gw_store_respill(struct gw_store *st, struct gw_payload *pl,
+                      struct gw_actions *out);
 /* Returns true when the payload is now in memory. */
 bool gw_store_loaded(struct gw_store *st, struct gw_payload *pl, int rc,
                      uint64_t now, struct gw_actions *out);

@@ -587,11 +587,14 @@ test_stream_down(void)
     teardown();
 }
 
+/* A spill: the payload's record without targets, appended to the
+ * segments of the spill directory; read back from there. */
 static void
 test_spill(void)
 {
     struct seen w, r, d;
     struct gw_payload *pl;
+    struct gw_action job = {.kind = GW_ACT_JOURNAL_APPEND, .spill = true};
 
     setup(1 * MiB, 64 * KiB, true);
     session(10, 1, 1);
@@ -599,57 +602,59 @@ test_spill(void)
     CU_ASSERT(put(10, "q", 600 * KiB, 1) == 0);
     CU_ASSERT(put(10, "q", 600 * KiB, 2) == SCIMQ_EAGAIN);
     /* Over the high-water mark: the newest waiting payload goes out. */
-    w = next(GW_ACT_SPILL_WRITE);
-    CU_ASSERT_FATAL(w.found);
+    w = next(GW_ACT_JOURNAL_APPEND);
+    CU_ASSERT_FATAL(w.found && w.len == 600 * KiB);
     pl = w.payload;
+    CU_ASSERT(pl->journal == GW_PLJ_PENDING && pl->pins == 1);
     /* A full disk: the payload stays in memory, and no spill is tried
      * before the backoff ends. */
-    {
-        struct gw_action job = {.kind = GW_ACT_SPILL_WRITE, .payload = pl};
-
-        gw_broker_spill_done(b, now, &job, SCIMQ_ENOSPC, &out);
-        CU_ASSERT(b->store.c.spill_write_errors == 1);
-        CU_ASSERT(pl->where == GW_PL_MEMORY && !pl->has_file);
-        CU_ASSERT(!next(GW_ACT_SPILL_WRITE).found);
-        now += GW_STORE_RETRY_MIN_MS;
-        gw_broker_tick(b, now, &out);
-        w = next(GW_ACT_SPILL_WRITE);
-        CU_ASSERT_FATAL(w.found && w.payload == pl);
-        job.payload = pl;
-        gw_broker_spill_done(b, now, &job, 0, &out);
-    }
+    job.payload = pl;
+    job.len = pl->len;
+    gw_broker_io_done(b, now, &job, SCIMQ_ENOSPC, &out);
+    CU_ASSERT(b->store.c.spill_write_errors == 1);
+    CU_ASSERT(pl->where == GW_PL_MEMORY && pl->journal == GW_PLJ_NONE);
+    CU_ASSERT(pl->pins == 0);
+    CU_ASSERT(!next(GW_ACT_JOURNAL_APPEND).found);
+    now += GW_STORE_RETRY_MIN_MS;
+    gw_broker_tick(b, now, &out);
+    w = next(GW_ACT_JOURNAL_APPEND);
+    CU_ASSERT_FATAL(w.found && w.payload == pl);
+    job.seg = 1;
+    job.off = 4096;
+    job.hdr_len = 64;
+    gw_broker_io_done(b, now, &job, 0, &out);
     CU_ASSERT(pl->where == GW_PL_DISK && pl->data == NULL);
+    CU_ASSERT(pl->journal == GW_PLJ_DONE && pl->seg == 1 && pl->off == 4096);
+    CU_ASSERT(b->store.spill_bytes == 600 * KiB);
+    CU_ASSERT(b->store.segments != NULL && b->store.segments->live == 1);
     CU_ASSERT(gw_pool_used(&b->store.pool) == 0);
     CU_ASSERT(next(GW_ACT_RESUME).found);
-    /* Delivered: read back into pool memory, then sent. */
+    /* Delivered: read back from its segment into pool memory, then sent. */
     get(10, "q", 1, 0, 1);
-    r = next(GW_ACT_SPILL_READ);
+    r = next(GW_ACT_JOURNAL_READ);
     CU_ASSERT_FATAL(r.found && r.buf != NULL && r.len == 600 * KiB);
     {
-        struct gw_action job = {.kind = GW_ACT_SPILL_READ, .payload = pl};
+        struct gw_action rd = {.kind = GW_ACT_JOURNAL_READ, .payload = pl};
 
-        /* A failed read is retried after a backoff; the file stays. */
-        gw_broker_spill_done(b, now, &job, SCIMQ_EIO, &out);
+        /* A failed read is retried after a backoff; the segment stays. */
+        gw_broker_io_done(b, now, &rd, SCIMQ_EIO, &out);
         CU_ASSERT(b->store.c.spill_read_errors == 1);
-        CU_ASSERT(!next(GW_ACT_SPILL_READ).found);
+        CU_ASSERT(!next(GW_ACT_JOURNAL_READ).found);
         now += GW_STORE_RETRY_MIN_MS;
         gw_broker_tick(b, now, &out);
-        r = next(GW_ACT_SPILL_READ);
+        r = next(GW_ACT_JOURNAL_READ);
         CU_ASSERT_FATAL(r.found);
         memset(r.buf, 1, r.len);
-        gw_broker_spill_done(b, now, &job, 0, &out);
+        gw_broker_io_done(b, now, &rd, 0, &out);
     }
     d = next(GW_ACT_DELIVER);
     CU_ASSERT(d.found && d.first_byte == 1 && d.attempt == 1);
     CU_ASSERT(settle(10, SCIMQ_PROTO_OP_ACK, d.delivery_id, 0));
-    /* Its file goes with it. */
-    CU_ASSERT(next(GW_ACT_SPILL_UNLINK).found);
-    CU_ASSERT(b->store.spill_files == 0 && b->store.disk_used == 0);
+    /* Nothing of it is left in the segment. */
+    CU_ASSERT(b->store.spill_bytes == 0 && b->store.segments->live == 0);
     teardown();
 }
 
-/* With a journal: a payload evicted (its record written) frees memory at
- * once, and a producer waiting for it goes on. */
 static void
 test_journal_eviction(void)
 {
@@ -677,7 +682,7 @@ test_journal_eviction(void)
     CU_ASSERT_FATAL(n == 1);
     appends[0]->seg = 1;
     appends[0]->off = 100;
-    gw_broker_spill_done(b, now, appends[0], 0, &out);
+    gw_broker_io_done(b, now, appends[0], 0, &out);
     /* Written and synced: evicted, and the producer resumed. */
     CU_ASSERT(queue("q")->ready->payload->where == GW_PL_DISK);
     CU_ASSERT(b->store.n_parked == 0);
@@ -686,7 +691,7 @@ test_journal_eviction(void)
     /* The journal ends (as at exit): its pending append gives its pin back. */
     for (struct gw_action *a; (a = gw_actions_pop(&out)) != NULL;) {
         if (a->kind == GW_ACT_JOURNAL_APPEND)
-            gw_broker_spill_done(b, now, a, SCIMQ_ESHUTDOWN, &out);
+            gw_broker_io_done(b, now, a, SCIMQ_ESHUTDOWN, &out);
         gw_action_free(a);
     }
     teardown();
@@ -767,7 +772,7 @@ put_append(const char *queue, bool *deferred)
     for (struct gw_action *a; (a = gw_actions_pop(&out)) != NULL;) {
         if (a->kind == GW_ACT_JOURNAL_APPEND) {
             found = a->sync;
-            gw_broker_spill_done(b, now, a, SCIMQ_ESHUTDOWN, &out);
+            gw_broker_io_done(b, now, a, SCIMQ_ESHUTDOWN, &out);
         }
         gw_action_free(a);
     }
@@ -859,7 +864,7 @@ journal_complete(uint64_t seg, struct gw_payload **last, int *syncs)
                                                flen, body, &r) == 0);
                 last_attempt = gw_jrec_target_at(&r, 0).attempt;
             }
-            gw_broker_spill_done(b, now, a, 0, &out);
+            gw_broker_io_done(b, now, a, 0, &out);
             n++;
         }
         gw_action_free(a);

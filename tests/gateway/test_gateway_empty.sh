@@ -34,6 +34,7 @@ bounded 60 "$bindir/scimq-recv" --queue s --until-eos \
 expect_eq "spilled: delivered" 25 "$(json_get "$workdir/recv2.json" .messages)"
 expect_eq "spilled: bytes" $((24 * 262144)) "$(json_get "$workdir/recv2.json" .bytes)"
 expect_eq "spilled: end of stream" true "$(json_get "$workdir/recv2.json" .eos)"
-expect_eq "spill files left" 0 "$(ls "$workdir/spill" | wc -l)"
+expect_eq "spilled bytes left" 0 "$(gw_stat .spill.bytes)"
 stop_gateway
+expect_eq "spill files left after exit" 0 "$(ls "$workdir/spill" | wc -l)"
 echo "$checks checks passed"

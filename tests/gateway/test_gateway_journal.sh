@@ -17,6 +17,9 @@
 #     queue in 1 MiB segments.  Without compaction every segment after the
 #     old message stays; with it the journal keeps a few, the old message
 #     moves (and survives SIGKILL, with its attempt count).
+#  7. A memory queue's payloads spill into the journal (no spill
+#     directory): 48 MiB into a 16 MiB gateway, all delivered, verified;
+#     recovery after SIGKILL skips them (the queue is not durable).
 . "$top_srcdir/tests/integration/lib.sh"
 journal="$workdir/journal"
 jstat() { gw_stat ".journal.$1"; }
@@ -178,5 +181,27 @@ expect_eq "compacted: recovered" 1 "$(jstat recovered.messages)"
 drain stuck 1 "compacted message"
 # Its one earlier delivery was kept: this one is its second attempt.
 expect_eq "compacted: attempt kept" 1 "$(json_get "$workdir/recv.stuck.json" .redelivered)"
+stop_gateway
+rm -rf "$journal"
+
+# 7. Spilling into the journal.
+start_gateway --journal-dir "$journal" --memory-limit 16MiB
+"$bindir/scimqctl" queue create mem --durability memory > /dev/null ||
+    fail "create"
+bounded 120 "$bindir/scimq-send" --queue mem --synthetic --size 1MiB \
+    --count 48 > /dev/null || fail "send mem"
+[ "$(gw_stat .spill.spilled_total)" -ge $((32 * 1048576)) ] ||
+    fail "only $(gw_stat .spill.spilled_total) B spilled into the journal"
+ok "$(gw_stat .spill.spilled_total) B spilled into the journal"
+drain mem 48 "spilled into the journal"
+expect_eq "spilled bytes left" 0 "$(gw_stat .spill.bytes)"
+"$bindir/scimqctl" queue create mem2 --durability memory > /dev/null ||
+    fail "create"
+bounded 120 "$bindir/scimq-send" --queue mem2 --synthetic --size 1MiB \
+    --count 40 > /dev/null || fail "send mem2"
+crash
+start_gateway --journal-dir "$journal" --memory-limit 16MiB
+expect_eq "spills are not recovered" 0 "$(jstat recovered.messages)"
+expect_eq "the memory queue is back, empty" 0 "$(gw_stat '.queues[] | select(.name == "mem2") | .ready')"
 stop_gateway
 echo "$checks checks passed"

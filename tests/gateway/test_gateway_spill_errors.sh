@@ -41,7 +41,7 @@ expect_eq "full device: corrupt" 0 "$(json_get "$workdir/recv.json" .corrupt)"
 stop_gateway
 unmount
 
-# 2. Unreadable spill files.
+# 2. Unreadable spill segments.
 start_gateway --memory-limit 4MiB --spill-dir "$spill" --disk-limit 64MiB
 "$bindir/scimqctl" queue create lost --guaranteed > /dev/null || fail "create"
 bounded 120 "$bindir/scimq-send" --queue lost --synthetic --size 512KiB \
@@ -51,7 +51,7 @@ files=$(ls "$spill" | wc -l)
 [ "$files" -gt 0 ] || fail "nothing was spilled"
 mkdir "$workdir/away"
 mv "$spill"/* "$workdir/away/"
-ok "$files spill files moved away"
+ok "$files spill segments moved away"
 "$bindir/scimq-recv" --queue lost --verify --until-eos --expect 24 \
     > "$workdir/recv2.json" 2> "$workdir/recv2.err" &
 recv_pid=$!
@@ -65,6 +65,11 @@ wait "$recv_pid" || fail "consumer failed"
 expect_eq "unreadable: verified" 24 "$(json_get "$workdir/recv2.json" .verified)"
 expect_eq "unreadable: lost" 0 "$(json_get "$workdir/recv2.json" .lost)"
 expect_eq "unreadable: duplicates" 0 "$(json_get "$workdir/recv2.json" .duplicates)"
-expect_eq "spill files left" 0 "$(ls "$spill" | wc -l)"
+# Only the segment being written stays while the gateway runs; at exit the
+# spill directory is emptied.
+expect_eq "spilled bytes left" 0 "$(gw_stat .spill.bytes)"
+[ "$(ls "$spill" | wc -l)" -le 1 ] || fail "$(ls "$spill" | wc -l) segments left"
+ok "only the active segment is left"
 stop_gateway
+expect_eq "spill files left after exit" 0 "$(ls "$spill" | wc -l)"
 echo "$checks checks passed"
