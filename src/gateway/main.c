@@ -717,8 +717,7 @@ core_start(struct gateway *gw)
         .memory_limit = gw->opt.memory_limit,
         .chunk_size = gw->opt.chunk_size,
         /* With a journal, payloads spill into it. */
-        .spill = !journal && gw->opt.spill_dir != NULL &&
-                 gw->opt.spill_dir[0] != '\0',
+        .spill = spill_mode(&gw->opt),
         .disk_limit = gw->opt.disk_limit,
         .journal = journal,
         .durability = gw->opt.durability,
