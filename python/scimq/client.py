@@ -372,8 +372,10 @@ class Client:
 
 
 def connect(url=None, **options):
-    """Opens a session with the gateway at url ("scimq://HOST:PORT"; None:
-    $SCIMQ_URL).  Options: streams (K parallel TCP streams, 1), token_file
+    """Opens a session with the gateway at url (None: $SCIMQ_URL), as
+    libscimq takes it: "scimq://HOST:PORT", "scimqs://HOST:PORT" (TLS,
+    with libscimq's tls_ca, tls_cert and tls_key settings, e.g.
+    $SCIMQ_TLS_CA) or "unix:PATH" (the gateway's admin socket).  Options: streams (K parallel TCP streams, 1), token_file
     (None: $SCIMQ_TOKEN_FILE), name (shown in gateway stats),
     confirm_window (unconfirmed PUTs in flight, 64), connect_timeout,
     request_timeout, reconnect (seconds), auto_extend, max_hold.  Use the
