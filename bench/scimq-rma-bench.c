@@ -656,7 +656,7 @@ main(int argc, char **argv)
                "load); prefetch %s, inline max %s; MiB/s of payload\n",
                (int) sysconf(_SC_NPROCESSORS_ONLN), e ? e : "1 (default)",
                getenv("SCIMQ_MPI_INLINE_MAX") ? getenv("SCIMQ_MPI_INLINE_MAX")
-                                              : "64KiB (default)");
+                                              : "4KiB (default)");
         printf("%-12s %6s %6s  %-39s  %-39s  %5s\n", "provider", "size", "msgs",
                "hop min/Q1/median/Q3/max", "raw fi_read min/Q1/median/Q3/max",
                "ratio");

@@ -83,6 +83,10 @@ scimq__fabric_open(struct scimq_fabric *f, const char *provider)
         (void) pthread_once(&shm_once, shm_remove_stale);
     hints->caps = FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ;
     hints->ep_attr->type = FI_EP_RDM;
+    /* Control messages from one peer are handled in the order they were
+     * sent (a DONE before the WANT or BYE that follows it). */
+    hints->tx_attr->msg_order = FI_ORDER_SAS;
+    hints->rx_attr->msg_order = FI_ORDER_SAS;
     /* Offer every registration mode; obey what comes back. */
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
                                   FI_MR_ALLOCATED | FI_MR_PROV_KEY |

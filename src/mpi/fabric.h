@@ -11,7 +11,8 @@
  *   virtual addresses, tcp offsets; no provider here picks keys, so keys
  *   are chosen by the caller, unique within the domain;
  * - a bad RMA is destructive, so the caller validates every (key, address,
- *   length) before a read.
+ *   length) before a read;
+ * - messages from one peer arrive in the order sent (FI_ORDER_SAS asked).
  * One thread drives an endpoint.
  */
 #ifndef SCIMQ_MPI_FABRIC_H
