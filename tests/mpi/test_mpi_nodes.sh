@@ -55,6 +55,10 @@ for provider in shm "tcp;ofi_rxm"; do
             "$(json_get "$workdir/$q.json" '[.per_rank[] | select(.messages > 0)] | length')"
         expect_eq "$what: left in the queue" 0 \
             "$(gw_stat ".queues[] | select(.name==\"$q\") | .ready + .in_flight")"
+        # No rank asked for more than P + 1 messages, no control message
+        # was refused.
+        expect_eq "$what: credits refused" 0 \
+            "$(grep -c 'asks for more than\|malformed control message' "$workdir/$q.err" || true)"
     done
 done
 
@@ -125,6 +129,7 @@ for victim in rank agent job; do
         r=1
         [ "$victim" = agent ] && r=2
         pid=$(rank_pid "seq-log $log" "$r") || fail "$q: no process for rank $r"
+        t_kill=$(date +%s.%N)
         kill -KILL "$pid"
         # The surviving ranks finish the queue.
         i=0
@@ -141,7 +146,11 @@ for victim in rank agent job; do
         else
             grep -q 'node rank 1 .* is dead' "$log.err" ||
                 fail "$q: the agent did not notice its dead rank"
-            ok "$q: the agent noticed its dead rank"
+            # When (a figure for the log, not a timed assertion): the log
+            # line's time stamp against the kill.
+            t_seen=$(grep -m1 'node rank 1 .* is dead' "$log.err" |
+                sed 's/^\([0-9T:.-]*\)Z.*/\1/' | xargs -I{} date -u -d {} +%s.%N)
+            ok "$q: the agent noticed its dead rank and gave its messages back $(echo "$t_seen $t_kill" | awk '{printf "%.3f", $1 - $2}') s after the kill"
         fi
         kill -KILL -- -"$job" 2>/dev/null || kill -KILL "$job"
         wait "$job" 2>/dev/null || true
