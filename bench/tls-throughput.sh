@@ -14,9 +14,12 @@
 #
 #   bench/tls-throughput.sh [--build DIR] [--sizes 1MiB,16MiB]
 #                           [--streams 1,4] [--trials 5] [--bytes 512MiB]
+#                           [--json FILE]
+# --json FILE: each trial also as one JSON line (bench/README.md).
 set -eu
 
 build=build/default sizes=1MiB,16MiB streams=1,4 trials=5 bytes=512MiB
+json_out=
 while [ $# -gt 0 ]; do
     case $1 in
     --build) build=$2; shift 2 ;;
@@ -24,6 +27,7 @@ while [ $# -gt 0 ]; do
     --streams) streams=$2; shift 2 ;;
     --trials) trials=$2; shift 2 ;;
     --bytes) bytes=$2; shift 2 ;;
+    --json) json_out=$2; shift 2 ;;
     *) echo "usage: $0 [--build DIR] [--sizes L] [--streams L] [--trials N] [--bytes SIZE]" >&2; exit 2 ;;
     esac
 done
@@ -70,6 +74,17 @@ url_tls=scimqs://$(cat "$dir/tls.port")
 # Both pools pre-faulted before the first trial.
 sleep 3
 
+# json_trial MODE SIZE K T MIBS: with --json FILE, the trial as one JSON
+# line for bench/plot; plain is the in-run reference.
+json_trial() {
+    [ -n "$json_out" ] || return 0
+    jq -cn --arg c "$2 K=$3" --argjson t "$4" --argjson v "$5" --arg s "$1" \
+        --argjson r "$([ "$1" = plain ] && echo true || echo false)" \
+        '{bench: "tls-throughput", case: $c, trial: $t, value: $v,
+          unit: "MiB/s", reference: $r, series: $s}' >> "$json_out"
+}
+[ -z "$json_out" ] || : > "$json_out"
+
 # trial MODE SIZE K: one scimq-bench trial; appends "MODE SIZE K MiB/s".
 trial() {
     eval "url=\$url_$1"
@@ -78,6 +93,7 @@ trial() {
         jq -r '.results[0].gateway_MiB_per_s.median') ||
         { cat "$dir/bench.err" >&2; exit 1; }
     echo "$1 $2 $3 $v" >> "$dir/trials"
+    json_trial "$1" "$2" "$3" "$t" "$v"
 }
 t=1
 while [ "$t" -le "$trials" ]; do
