@@ -118,7 +118,7 @@ enum scimq_param_type {
     X(GATEWAY_OUTPUT_TIMEOUT_MS, "gateway_output_timeout_ms", INT, "30000",    \
       "longest time a connection stays over gateway_max_output; then closed")  \
     X(GATEWAY_MAX_RECEIVING, "gateway_max_receiving", SIZE, "0",               \
-      "memory that PUTs still being received may hold; 0: half the limit")    \
+      "memory that PUTs still being received may hold; 0: half the limit")     \
     X(GATEWAY_MIN_RATE, "gateway_min_rate", SIZE, "64KiB",                     \
       "bytes/s a frame must average once its grace is over; 0: no minimum")    \
     X(GATEWAY_MIN_RATE_GRACE_MS, "gateway_min_rate_grace_ms", INT, "5000",     \
