@@ -13,16 +13,19 @@
 #               message), s = MS / t, printed beside the bounded-buffer
 #               model: s/(s+1) for a synchronous drain, min(s, 1) for an
 #               overlapped one.
-#   straggler   RANKS ranks, two of them FACTOR times slower, work MS per
-#               message: messages per second against the capacity-weighted
-#               ideal (sum over ranks of 1 / service time).
+#   straggler   RANKS ranks, two of them FACTOR times slower, the last MS of
+#               --work-ms per message, SCOUNT messages of SSIZE (small, so
+#               that the gateway is not what limits): messages per second
+#               against the capacity-weighted ideal (sum over ranks of one
+#               over their service time).
 #
 # Each figure over TRIALS trials: min / Q1 / median / Q3 / max.  With
 # --json FILE, each trial also as one JSON line (bench/README.md).
 #
 #   bench/mpi-prefetch.sh [BUILDDIR] [--trials 5] [--count 200]
 #       [--size 1MiB] [--work-ms 1,4] [--ranks 8] [--slow-factor 5]
-#       [--provider shm] [--json FILE]
+#       [--straggler-size 64KiB] [--straggler-count 800]
+#       [--only efficiency|straggler] [--provider shm] [--json FILE]
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILDDIR:-$top/build/default}
@@ -34,6 +37,7 @@ case ${1:-} in
     ;;
 esac
 trials=5 count=200 size=1MiB works=1,4 ranks=8 factor=5 provider=shm
+ssize=64KiB scount=800 only=
 json_out=
 while [ $# -gt 0 ]; do
     case $1 in
@@ -44,6 +48,9 @@ while [ $# -gt 0 ]; do
     --ranks) ranks=$2 ;;
     --slow-factor) factor=$2 ;;
     --provider) provider=$2 ;;
+    --straggler-size) ssize=$2 ;;
+    --straggler-count) scount=$2 ;;
+    --only) only=$2 ;;
     --json) json_out=$2 ;;
     *)
         sed -n '/^#   bench/,/^set -eu/p' "$0" | sed -e '/^set -eu/d' -e 's/^# \{0,1\}//' >&2
@@ -91,12 +98,13 @@ done
 export SCIMQ_URL="scimq://$(cat "$work/port")"
 q=0
 
-# fill N: a new queue holding N messages of $size, closed; its name in $qn.
+# fill N [SIZE]: a new queue holding N messages of SIZE ($size), closed;
+# its name in $qn.
 fill() {
     q=$((q + 1))
     qn="pf$q"
     "$ctl" queue create "$qn" --guaranteed --ack-timeout 120 > /dev/null
-    timeout 300 "$send" --queue "$qn" --synthetic --size "$size" \
+    timeout 300 "$send" --queue "$qn" --synthetic --size "${2:-$size}" \
         --count "$1" --close > /dev/null
 }
 
@@ -132,6 +140,7 @@ median() { dist "$1" | awk '{print $3}'; }
 echo "# mpi-prefetch: $size messages, provider $provider, $trials trials" \
     "(shared machine: figures vary with the load of others)"
 
+if [ "$only" != straggler ]; then
 # Transfer time per message: P = 0, no work.
 : > "$work/t"
 for t in $(seq "$trials"); do
@@ -159,15 +168,18 @@ for w in $(echo "$works" | tr , ' '); do
     done
 done
 
+fi
+
+[ "$only" != efficiency ] || exit 0
 # Straggler: ranks 0 and 1 are FACTOR times slower.
 w=$(echo "$works" | tr , ' ' | awk '{print $NF}')
 ideal=$(echo "$ranks $factor $w" | awk '{printf "%.3f", (($1 - 2) + 2 / $2) * 1000 / $3}')
 : > "$work/s"
 for t in $(seq "$trials"); do
-    fill "$count"
+    fill "$scount" "$ssize"
     job "$ranks" 1 --process-ms "$w" --slow-ranks 0,1 --slow-factor "$factor"
     jq -r --argjson i "$ideal" '.messages / .seconds / $i' "$work/j" >> "$work/s"
     trial_json straggler "$ranks ranks, 2 x$factor slower, P=1" "$t" "$(tail -1 "$work/s")" ratio false
 done
-echo "straggler ($ranks ranks, 2 of them ${factor}x slower, ${w} ms work;" \
+echo "straggler ($ranks ranks, 2 of them ${factor}x slower, ${w} ms work, $scount x $ssize;" \
     "ideal $ideal msg/s): throughput / ideal $(dist "$work/s")"
