@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <scimq/proto.h>
 #include <scimq/scimq.h>
 
 #include "common/error_internal.h"
@@ -423,6 +424,52 @@ test_synth_detects_damage(void)
     CU_ASSERT(memcmp(buf + 32, copy + 32, sizeof(buf) - 32) != 0);
 }
 
+/*
+ * The format is fixed (doc/scimp.md, "Synthetic payloads"; the Python
+ * binding and older receivers rely on it): the body is splitmix64's words
+ * in turn, big-endian, from seq ^ 0x5343494D51.  The filler computes them
+ * another way (independent words, eight at a time where the CPU can), so
+ * it is checked byte for byte against this direct reading of the format,
+ * at lengths that end inside a vector, a word and a chunk, and against the
+ * CRC32C of whole payloads made by the original filler.
+ */
+static void
+test_synth_format_fixed(void)
+{
+    static const struct {
+        size_t len;
+        uint64_t seq;
+        uint32_t crc; /* of the whole payload */
+    } golden[] = {{32, 12345, 0x60bda371},     {33, 12346, 0xf911c907},
+                  {39, 12347, 0xd0ca50a7},     {40, 12348, 0x258331a3},
+                  {101, 12349, 0x72391995},    {1029, 12350, 0x60b8eda2},
+                  {65536, 12351, 0x03613b4b},  {100003, 12352, 0xd71f6e6b},
+                  {1048589, 12353, 0x06a18370}};
+
+    for (size_t i = 0; i < sizeof(golden) / sizeof(golden[0]); i++) {
+        size_t len = golden[i].len;
+        uint8_t *buf = malloc(len), *ref = malloc(len + 8);
+        uint64_t state = golden[i].seq ^ 0x5343494D51ull;
+
+        CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+        CU_ASSERT_EQUAL(scimq__synth_fill(buf, len, golden[i].seq), 0);
+        for (size_t at = 32; at < len; at += 8) {
+            uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            z ^= z >> 31;
+            for (int b = 0; b < 8; b++)
+                ref[at + (size_t) b] = (uint8_t) (z >> (56 - 8 * b));
+        }
+        CU_ASSERT(memcmp(buf + 32, ref + 32, len - 32) == 0);
+        CU_ASSERT_EQUAL(scimq_proto_crc32c(0, buf, len), golden[i].crc);
+        free(buf);
+        free(ref);
+    }
+}
+
 static const struct scimq_cunit_test error_tests[] = {
     {"error table is complete and unique", test_error_table, 1},
     {"errno translation", test_error_from_errno, 1},
@@ -445,6 +492,7 @@ static const struct scimq_cunit_test log_tests[] = {
 static const struct scimq_cunit_test synth_tests[] = {
     {"fill and verify", test_synth_roundtrip, 1},
     {"damage is detected", test_synth_detects_damage, 1},
+    {"the format is fixed", test_synth_format_fixed, 1},
     {NULL, NULL, 0}};
 
 static const struct scimq_cunit_suite suites[] = {
