@@ -59,6 +59,8 @@ gw_broker_new(const struct gw_broker_settings *set, struct gw_broker **b_p)
     gw_heap_init(&b->delays);
     rc = gw_store_init(&b->store, set->memory_limit, set->chunk_size,
                        set->spill || set->journal, set->disk_limit);
+    if (rc == 0)
+        gw_store_set_max_receiving(&b->store, set->max_receiving);
     if (rc != 0) {
         gw_store_fini(&b->store);
         free(b);
@@ -339,7 +341,8 @@ gw_broker_put_begin(struct gw_broker *b, uint64_t now, uint64_t conn_id,
     if (rc == SCIMQ_EAGAIN) {
         gw_store_park(&b->store, worker, conn_id, f->payload_len);
         GW_NOTE_SPARSE(out, SCIMQ_LOG_WARN, GATEWAY, 5000,
-                       "payload memory full (%llu of %llu B): "
+                       "payload memory full (%llu of %llu B), or PUTs being "
+                       "received hold their share (gateway_max_receiving): "
                        "back-pressuring producers",
                        (unsigned long long) gw_pool_used(&b->store.pool),
                        (unsigned long long) b->store.pool.size);
@@ -380,7 +383,7 @@ gw_broker_put_commit(struct gw_broker *b, uint64_t now, uint64_t conn_id,
         *deferred_p =
             gw_durable_put(b, pl, msgs, n, worker, conn_id, f->request_id,
                            (f->flags & SCIMQ_PROTO_F_CONFIRM) != 0);
-        gw_store_committed(&b->store, pl);
+        gw_store_committed(&b->store, pl, out);
     }
     /* The connection's pin ends here; messages hold references now. */
     gw_store_unpin(&b->store, pl, out);

@@ -35,6 +35,7 @@ struct gw_broker_settings {
     bool journal;             /* a journal directory exists */
     uint8_t durability;       /* of guaranteed queues (enum gw_durability) */
     uint32_t compact_percent; /* compact.h; 0: never */
+    uint64_t max_receiving;   /* pool bytes of PUTs being received; 0: half */
 };
 
 /* Returns 0 or SCIMQ_ENOMEM / SCIMQ_EINVAL (bad pool geometry). */

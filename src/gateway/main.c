@@ -723,6 +723,7 @@ core_start(struct gateway *gw)
         .durability = gw->opt.durability,
         .compact_percent =
             (uint32_t) scimq__param_int(SCIMQ_PARAM_GATEWAY_JOURNAL_COMPACT),
+        .max_receiving = scimq__param_size(SCIMQ_PARAM_GATEWAY_MAX_RECEIVING),
     };
     struct gw_actions drops = {NULL, NULL};
     struct gw_recovery_report rep;

@@ -64,7 +64,8 @@ struct gw_payload {
     char *names;
     uint8_t *data; /* pool memory while resident */
     enum gw_payload_where where;
-    bool spilled; /* its record was written by a spill (spill_bytes) */
+    bool spilled;   /* its record was written by a spill (spill_bytes) */
+    bool receiving; /* its PUT's bytes are still coming (st->receiving) */
     enum gw_payload_journal journal; /* its MSG record */
     uint64_t seg, off;               /* GW_PLJ_DONE: where its data is */
     bool load_queued;                /* waits for memory to load */
@@ -232,7 +233,8 @@ struct gw_store_counters {
     uint64_t payload_allocated; /* payload bytes ever admitted */
     uint64_t spilled_bytes, loaded_bytes;
     uint64_t spill_write_errors, spill_read_errors;
-    uint64_t parked_total; /* PUTs that had to wait for memory */
+    uint64_t parked_total;    /* PUTs that had to wait for memory */
+    uint64_t receiving_waits; /* of which for max_receiving */
 };
 
 /* A journal segment, as the store counts it. */
@@ -253,12 +255,14 @@ struct gw_store {
     struct gw_segment *segments; /* oldest first */
     struct gw_segment *segments_tail;
     uint64_t dropped_segments;
-    bool restoring;        /* recovery: no segment is dropped yet */
-    uint64_t moving;       /* payloads being moved by compaction */
-    uint64_t disk_limit;   /* bytes of segments */
-    uint64_t spill_bytes;  /* payload bytes in segments by spills */
-    uint64_t mem_spilling; /* pool bytes being written out */
-    uint64_t resident;     /* payload bytes in memory */
+    bool restoring;         /* recovery: no segment is dropped yet */
+    uint64_t moving;        /* payloads being moved by compaction */
+    uint64_t disk_limit;    /* bytes of segments */
+    uint64_t spill_bytes;   /* payload bytes in segments by spills */
+    uint64_t mem_spilling;  /* pool bytes being written out */
+    uint64_t receiving;     /* pool bytes of PUTs still being received */
+    uint64_t max_receiving; /* ... at most, unless only one is */
+    uint64_t resident;      /* payload bytes in memory */
     uint64_t next_payload_id;
     struct gw_payload *lru_head, *lru_tail;
     struct gw_payload *load_head, *load_tail; /* loads waiting for memory */

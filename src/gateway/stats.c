@@ -75,6 +75,8 @@ gw_stats_snapshot(const struct gw_broker *b, enum gw_snap_filter filter,
     s->spilling = st->mem_spilling;
     s->disk_limit = st->journal ? st->disk_limit : 0;
     s->spill_bytes = st->spill_bytes;
+    s->receiving = st->receiving;
+    s->max_receiving = st->max_receiving;
     s->parked = st->n_parked;
     s->sc = st->c;
     s->journal = b->j.on;
@@ -168,6 +170,13 @@ gw_stats_broker_json(const struct gw_snapshot *s, json_t *root)
                   (json_int_t) s->spilling, "chunk", (json_int_t) s->chunk,
                   "prefaulted", (json_int_t) s->prefaulted, "prefault",
                   s->prefault));
+    /* PUTs being received, against their share (gateway_max_receiving),
+     * and how many PUTs had to wait for it. */
+    json_object_set_new(json_object_get(root, "memory"), "receiving",
+                        json_pack("{s:I, s:I, s:I}", "bytes",
+                                  (json_int_t) s->receiving, "limit",
+                                  (json_int_t) s->max_receiving, "waits",
+                                  (json_int_t) s->sc.receiving_waits));
     json_object_set_new(
         root, "spill",
         json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "limit",

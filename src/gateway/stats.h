@@ -35,6 +35,7 @@ struct gw_snapshot {
     uint64_t pool_size, pool_used, chunk, resident, spilling, prefaulted;
     const char *prefault; /* "off", "running" or "done" (a literal) */
     uint64_t disk_limit, spill_bytes, parked;
+    uint64_t receiving, max_receiving; /* PUTs being received */
     struct gw_store_counters sc;
     /* Journal. */
     bool journal;

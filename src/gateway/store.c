@@ -36,6 +36,12 @@ gw_store_init(struct gw_store *st, uint64_t bytes, uint64_t chunk,
 }
 
 void
+gw_store_set_max_receiving(struct gw_store *st, uint64_t bytes)
+{
+    st->max_receiving = bytes > 0 ? bytes : st->pool.size / 2;
+}
+
+void
 gw_store_fini(struct gw_store *st)
 {
     while (st->segments != NULL) {
@@ -110,6 +116,26 @@ evict(struct gw_store *st, struct gw_payload *pl)
 }
 
 static void room_changed(struct gw_store *st, struct gw_actions *out);
+
+/* Would a PUT of cost pool bytes exceed what PUTs being received may hold?
+ * One alone may always take the whole pool (a message as large as the
+ * limit still goes). */
+static bool
+receiving_full(const struct gw_store *st, uint64_t cost)
+{
+    return st->receiving > 0 && st->receiving + cost > st->max_receiving;
+}
+
+/* The PUT of pl is received (committed) or given up. */
+static void
+received(struct gw_store *st, struct gw_payload *pl, struct gw_actions *out)
+{
+    if (!pl->receiving)
+        return;
+    pl->receiving = false;
+    st->receiving -= gw_pool_cost(&st->pool, pl->len);
+    room_changed(st, out);
+}
 
 /* The segment numbered seg (created, newest last, when first seen). */
 static struct gw_segment *
@@ -212,6 +238,10 @@ payload_free(struct gw_store *st, struct gw_payload *pl, struct gw_actions *out)
     if (pl->where == GW_PL_MEMORY) {
         lru_remove(st, pl);
         st->resident -= pl->len;
+    }
+    if (pl->receiving) { /* its PUT was given up */
+        pl->receiving = false;
+        st->receiving -= gw_pool_cost(&st->pool, pl->len);
     }
     gw_pool_free(&st->pool, pl->data, pl->len);
     load_queue_remove(st, pl);
@@ -385,7 +415,8 @@ room_changed(struct gw_store *st, struct gw_actions *out)
         gw_actions_push(out, a);
     }
     while (st->n_parked > 0 &&
-           gw_pool_cost(p, st->parked[0].need) <= p->size - gw_pool_used(p)) {
+           gw_pool_cost(p, st->parked[0].need) <= p->size - gw_pool_used(p) &&
+           !receiving_full(st, gw_pool_cost(p, st->parked[0].need))) {
         struct gw_action *a = gw_action_new(GW_ACT_RESUME);
 
         a->worker = st->parked[0].worker;
@@ -409,6 +440,12 @@ gw_store_payload_new(struct gw_store *st, const scimq_proto_frame_t *f,
     *pl_p = NULL;
     if (gw_pool_cost(&st->pool, f->payload_len) > gw_pool_capacity(&st->pool))
         return SCIMQ_EMSGSIZE;
+    if (receiving_full(st, gw_pool_cost(&st->pool, f->payload_len))) {
+        /* Headers whose bytes have not come hold memory nobody can use:
+         * together they get a bounded share. */
+        st->c.receiving_waits++;
+        return SCIMQ_EAGAIN;
+    }
     data = gw_pool_alloc(&st->pool, f->payload_len);
     if (data == NULL) {
         /* Evicting journaled payloads frees memory at once: try again. */
@@ -438,6 +475,8 @@ gw_store_payload_new(struct gw_store *st, const scimq_proto_frame_t *f,
     pl->data = data;
     pl->where = GW_PL_MEMORY;
     pl->pins = 1; /* the receiving connection, until commit or abort */
+    pl->receiving = true;
+    st->receiving += gw_pool_cost(&st->pool, pl->len);
     gw_heap_node_init(&pl->retry);
     st->resident += pl->len;
     st->c.payload_allocated += pl->len;
@@ -475,10 +514,12 @@ gw_store_unpark(struct gw_store *st, uint64_t conn_id)
 }
 
 void
-gw_store_committed(struct gw_store *st, struct gw_payload *pl)
+gw_store_committed(struct gw_store *st, struct gw_payload *pl,
+                   struct gw_actions *out)
 {
     if (pl->where == GW_PL_MEMORY && pl->lru_prev == NULL && st->lru_head != pl)
         lru_append(st, pl);
+    received(st, pl, out);
 }
 
 void

@@ -32,6 +32,12 @@
  * SCIMQ_EINVAL. */
 int gw_store_init(struct gw_store *st, uint64_t bytes, uint64_t chunk,
                   bool segments, uint64_t disk_limit);
+/*
+ * Pool bytes that PUTs still being received may hold together (0: half
+ * the pool).  Beyond it a new PUT waits like one that does not fit, unless
+ * no other PUT is being received.
+ */
+void gw_store_set_max_receiving(struct gw_store *st, uint64_t bytes);
 /* Frees every payload (segments are left to the caller). */
 void gw_store_fini(struct gw_store *st);
 
@@ -67,8 +73,10 @@ void gw_store_unref(struct gw_store *st, struct gw_payload *pl,
 void gw_store_unpin(struct gw_store *st, struct gw_payload *pl,
                     struct gw_actions *out);
 
-/* A committed payload becomes a candidate for spilling. */
-void gw_store_committed(struct gw_store *st, struct gw_payload *pl);
+/* A committed payload becomes a candidate for spilling (and its bytes no
+ * longer count as being received). */
+void gw_store_committed(struct gw_store *st, struct gw_payload *pl,
+                        struct gw_actions *out);
 /* Spills ahead of need when the arena is above its high-water mark
  * (called once per event, after dispatch has pinned what goes out). */
 void gw_store_balance(struct gw_store *st, uint64_t now,

@@ -926,6 +926,53 @@ test_compaction(void)
     teardown();
 }
 
+/* PUTs whose bytes have not come share a bounded part of the memory: a
+ * second header waits although the pool has room, and goes on once the
+ * first PUT is in; one PUT alone may take more than the share. */
+static void
+test_receiving_share(void)
+{
+    struct gw_broker_settings set = {.ack_timeout_ms = 5000,
+                                     .memory_limit = 8 * MiB,
+                                     .chunk_size = 64 * KiB,
+                                     .max_receiving = 4 * MiB};
+    scimq_proto_block_t blk1, blk2, blk3;
+    scimq_proto_frame_t f1 = put_frame("q", 3 * MiB, &blk1),
+                        f2 = put_frame("q", 2 * MiB, &blk2),
+                        f3 = put_frame("q", 6 * MiB, &blk3);
+    struct gw_payload *p1 = NULL, *p2 = NULL, *p3 = NULL;
+    scimq_proto_str_t qname = str("q");
+    uint64_t id = 0;
+    bool deferred = false;
+    struct seen r;
+
+    CU_ASSERT_FATAL(gw_broker_new(&set, &b) == 0);
+    out.head = out.tail = NULL;
+    session(10, 2, 1);
+    declare("q", SCIMQ_PROTO_QUEUE_GUARANTEED, 0, NULL);
+    CU_ASSERT(gw_broker_put_begin(b, now, 10, 0, &f1, &p1, &out) == 0);
+    CU_ASSERT(b->store.receiving == 3 * MiB);
+    CU_ASSERT(gw_broker_put_begin(b, now, 11, 0, &f2, &p2, &out) ==
+              SCIMQ_EAGAIN);
+    CU_ASSERT(b->store.c.receiving_waits == 1 && b->store.n_parked == 1);
+    CU_ASSERT(gw_pool_used(&b->store.pool) == 3 * MiB);
+    CU_ASSERT(gw_broker_put_commit(b, now, 10, 0, &f1, p1, &id, &deferred,
+                                   &out) == 0);
+    CU_ASSERT(b->store.receiving == 0);
+    r = next(GW_ACT_RESUME);
+    CU_ASSERT(r.found && r.conn_id == 11);
+    CU_ASSERT(gw_broker_put_begin(b, now, 11, 0, &f2, &p2, &out) == 0);
+    gw_broker_put_abort(b, now, p2, &out);
+    CU_ASSERT(b->store.receiving == 0);
+    /* Alone, a PUT may be larger than the share. */
+    CU_ASSERT(gw_broker_delete(b, now, &qname, &id, &out) == 0 && id == 1);
+    declare("q", SCIMQ_PROTO_QUEUE_GUARANTEED, 0, NULL);
+    CU_ASSERT(gw_pool_used(&b->store.pool) == 0);
+    CU_ASSERT(gw_broker_put_begin(b, now, 10, 0, &f3, &p3, &out) == 0);
+    gw_broker_put_abort(b, now, p3, &out);
+    teardown();
+}
+
 static const struct scimq_cunit_test broker_tests[] = {
     {"lease, expiry and late ack", test_lease_expiry, 1},
     {"extend", test_extend, 1},
@@ -940,6 +987,7 @@ static const struct scimq_cunit_test broker_tests[] = {
     {"spill, spill errors and backoff", test_spill, 1},
     {"journal: eviction resumes producers", test_journal_eviction, 1},
     {"durability per queue", test_queue_durability, 1},
+    {"PUTs being received share memory", test_receiving_share, 1},
     {"journal compaction", test_compaction, 1},
     {"payload pool", test_pool, 1},
     {NULL, NULL, 0}};
