@@ -24,6 +24,15 @@ quantile(const double *v, int n, double q)
     return lo + 1 < n ? v[lo] * (1 - frac) + v[lo + 1] * frac : v[lo];
 }
 
+double
+scimq__dist_quantile(const double *v, int n, double q)
+{
+    if (n <= 0)
+        return 0;
+    q = q < 0 ? 0 : q > 1 ? 1 : q;
+    return quantile(v, n, q);
+}
+
 struct scimq_dist
 scimq__dist_of(double *v, int n)
 {

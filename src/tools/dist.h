@@ -16,6 +16,10 @@ struct scimq_dist {
 /* The distribution of v[0..n) (all zero when n is 0).  Sorts v in place. */
 struct scimq_dist scimq__dist_of(double *v, int n);
 
+/* The q-quantile (0 <= q <= 1) of v[0..n) sorted ascending, by the same
+ * linear interpolation as the quartiles (0 when n is 0). */
+double scimq__dist_quantile(const double *v, int n, double q);
+
 /* {"min":..,"q1":..,"median":..,"q3":..,"max":..}; a new reference. */
 json_t *scimq__dist_json(const struct scimq_dist *d);
 

@@ -43,8 +43,11 @@ usage(FILE *out)
             "  --expect N           count losses against sequence numbers "
             "0..N-1\n"
             "  --seq-log FILE       write each verified sequence number\n"
-            "  --credit N           unacknowledged messages at a time (8)\n"
-            "  --credit-bytes SIZE  payload bytes at a time (256MiB)\n"
+            "  --credit N           unacknowledged messages at a time "
+            "(1024, at most\n"
+            "                       --count)\n"
+            "  --credit-bytes SIZE  payload bytes at a time (64MiB per "
+            "stream)\n"
             "  --max-message SIZE   largest message taken; larger ones are "
             "dead-lettered\n"
             "  --process-ms MS      simulate MS of work per message\n"
@@ -91,7 +94,8 @@ main(int argc, char **argv)
     bool verify = false, until_eos = false, eos = false, reject = false;
     bool no_ack = false;
     uint64_t linger = 0;
-    uint64_t count = 0, expect = 0, credit = 8, credit_bytes = 256u << 20;
+    /* 0 until given: the defaults depend on --count and --streams. */
+    uint64_t count = 0, expect = 0, credit = 0, credit_bytes = 0;
     uint64_t process_ms = 0, idle_s = 0, max_message = 0;
     uint64_t messages = 0, bytes = 0, verified = 0, corrupt = 0;
     uint64_t not_synthetic = 0, redelivered = 0;
@@ -126,9 +130,18 @@ main(int argc, char **argv)
             break;
         case 'c':
             credit = tool_parse_size(RECV_NAME, "--credit", optarg);
+            if (credit == 0) {
+                fprintf(stderr, RECV_NAME ": --credit must be at least 1\n");
+                return 2;
+            }
             break;
         case 'b':
             credit_bytes = tool_parse_size(RECV_NAME, "--credit-bytes", optarg);
+            if (credit_bytes == 0) {
+                fprintf(stderr, RECV_NAME ": --credit-bytes must be at least "
+                                          "1\n");
+                return 2;
+            }
             break;
         case 'M':
             max_message = tool_parse_size(RECV_NAME, "--max-message", optarg);
@@ -162,10 +175,17 @@ main(int argc, char **argv)
             return 2;
         }
     }
-    if (queue == NULL || optind < argc || credit == 0 || credit > UINT32_MAX) {
+    if (queue == NULL || optind < argc || credit > UINT32_MAX) {
         usage(stderr);
         return 2;
     }
+    /* A consumer that stops after --count messages leases no more than
+     * that: what it leased beyond would go back to the queue redelivered. */
+    if (credit == 0)
+        credit =
+            count > 0 && count < TOOL_CREDIT_MSGS ? count : TOOL_CREDIT_MSGS;
+    if (credit_bytes == 0)
+        credit_bytes = tool_credit_bytes(tc.streams);
     if (seq_log != NULL) {
         log_fd = open(seq_log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (log_fd < 0) {

@@ -17,7 +17,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,82 +24,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bufpool.h"
 #include "synth.h"
 #include "toolutil.h"
 
 #define SEND_NAME "scimq-send"
-/* Buffer memory the pool may use by default. */
+/* Buffer memory the pool may use by default, and at most this many
+ * buffers (small messages: a window as generous as the consumers'). */
 #define SEND_POOL_BYTES (256ull << 20)
-
-/* A pool of payload buffers recycled when the gateway confirms them. */
-struct pool {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    uint8_t **bufs;
-    int *free_idx;
-    int nfree, n;
-};
-
-struct slot_ref {
-    struct pool *pool;
-    int idx;
-};
-
-static void
-pool_release(void *arg)
-{
-    struct slot_ref *ref = arg;
-    struct pool *p = ref->pool;
-
-    pthread_mutex_lock(&p->lock);
-    p->free_idx[p->nfree++] = ref->idx;
-    pthread_cond_signal(&p->cond);
-    pthread_mutex_unlock(&p->lock);
-}
-
-static int
-pool_acquire(struct pool *p)
-{
-    int idx;
-
-    pthread_mutex_lock(&p->lock);
-    while (p->nfree == 0)
-        pthread_cond_wait(&p->cond, &p->lock);
-    idx = p->free_idx[--p->nfree];
-    pthread_mutex_unlock(&p->lock);
-    return idx;
-}
-
-static int
-pool_init(struct pool *p, int n, size_t size)
-{
-    memset(p, 0, sizeof(*p));
-    pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->cond, NULL);
-    p->bufs = calloc((size_t) n, sizeof(*p->bufs));
-    p->free_idx = calloc((size_t) n, sizeof(*p->free_idx));
-    if (p->bufs == NULL || p->free_idx == NULL)
-        return -1;
-    for (int i = 0; i < n; i++) {
-        p->bufs[i] = malloc(size);
-        if (p->bufs[i] == NULL)
-            return -1;
-        p->free_idx[p->nfree++] = i;
-        p->n = i + 1;
-    }
-    return 0;
-}
-
-static void
-pool_fini(struct pool *p)
-{
-    for (int i = 0; i < p->n; i++)
-        free(p->bufs[i]);
-    free(p->bufs);
-    free(p->free_idx);
-    pthread_mutex_destroy(&p->lock);
-    pthread_cond_destroy(&p->cond);
-}
+#define SEND_POOL_MAX TOOL_CREDIT_MSGS
 
 static void
 usage(FILE *out)
@@ -118,7 +50,9 @@ usage(FILE *out)
         "  --count N        synthetic messages to send\n"
         "  --first-seq N    sequence number of the first message (0)\n"
         "  --rate R         at most R messages per second\n"
-        "  --window N       unconfirmed messages in flight\n"
+        "  --window N       unconfirmed messages in flight (256MiB / "
+        "size,\n"
+        "                   2..1024)\n"
         "  --declare KIND   create the queue first (guaranteed or "
         "best-effort)\n"
         "  --close          close the queue afterwards (end of "
@@ -193,8 +127,8 @@ main(int argc, char **argv)
     struct tool_conn tc;
     scimq_client_t *c = NULL;
     scimq_client_options_t copts;
-    struct pool pool = {0};
-    struct slot_ref *refs = NULL;
+    struct tool_bufpool pool;
+    bool pool_used = false;
     const char *queue = NULL, *declare = NULL;
     bool synthetic = false, close_queue = false, closed = false;
     uint64_t size = 1u << 20, size_min = 0, count = 0, first = 0, window = 0,
@@ -282,7 +216,9 @@ main(int argc, char **argv)
 
     if (window == 0) {
         window = SEND_POOL_BYTES / (size ? size : 1);
-        window = window < 2 ? 2 : window > 64 ? 64 : window;
+        window = window < 2               ? 2
+                 : window > SEND_POOL_MAX ? SEND_POOL_MAX
+                                          : window;
     }
     scimq_client_options_default(&copts);
     copts.confirm_window = (uint32_t) window;
@@ -305,8 +241,8 @@ main(int argc, char **argv)
 
     t0 = tool_now();
     if (synthetic && count > 0) {
-        if (pool_init(&pool, (int) window, (size_t) size) != 0 ||
-            (refs = calloc(window, sizeof(*refs))) == NULL) {
+        pool_used = true;
+        if (tool_bufpool_init(&pool, (int) window, (size_t) size) != 0) {
             fprintf(stderr,
                     SEND_NAME ": cannot allocate %" PRIu64
                               " buffers of %" PRIu64 " bytes\n",
@@ -314,11 +250,9 @@ main(int argc, char **argv)
             rc = SCIMQ_ENOMEM;
             goto out;
         }
-        for (uint64_t i = 0; i < window; i++)
-            refs[i] = (struct slot_ref){&pool, (int) i};
     }
     for (uint64_t i = 0; synthetic && i < count; i++) {
-        int idx = pool_acquire(&pool);
+        int idx = tool_bufpool_take(&pool);
         uint64_t len = scimq__synth_size(first + i, size_min, size);
         scimq_block_t blk = {"data", pool.bufs[idx], len};
 
@@ -333,9 +267,10 @@ main(int argc, char **argv)
             }
         }
         (void) scimq__synth_fill(pool.bufs[idx], (size_t) len, first + i);
-        rc = scimq_client_put(c, queue, &blk, 1, pool_release, &refs[idx]);
+        rc = scimq_client_put(c, queue, &blk, 1, tool_bufpool_release,
+                              &pool.refs[idx]);
         if (rc != 0) {
-            pool_release(&refs[idx]);
+            tool_bufpool_release(&pool.refs[idx]);
             fprintf(stderr, SEND_NAME ": message %" PRIu64 ": %s (%s)\n",
                     first + i, scimq_strerror(rc), scimq_err_name(rc));
             errors++;
@@ -384,8 +319,7 @@ out:
             rc = crc;
     }
     /* The pool outlives the client: confirmations release into it. */
-    if (pool.n > 0)
-        pool_fini(&pool);
-    free(refs);
+    if (pool_used)
+        tool_bufpool_fini(&pool);
     return rc != 0 || errors > 0 ? 1 : 0;
 }

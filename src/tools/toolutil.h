@@ -39,6 +39,25 @@ enum {
     "  --log-level SPEC         e.g. info or warn,client=debug\n"              \
     "  --list-params, --version\n"
 
+/*
+ * Consumer credit the tools ask for unless told otherwise (scimq-recv,
+ * scimq-bench).  Bytes bound it: a window of TOOL_CREDIT_BYTES_PER_STREAM
+ * per parallel stream, sized for bandwidth x delay (10 Gbit/s over a 50 ms
+ * round trip is 62.5 MB; every stream is a TCP path of its own, so K
+ * streams keep K windows busy).  The message count is generous so that
+ * small messages are bounded by bytes too, not by a handful of messages:
+ * 1 KiB messages at 200,000/s over a 5 ms round trip are 1000 in flight.
+ */
+#define TOOL_CREDIT_MSGS 1024u
+#define TOOL_CREDIT_BYTES_PER_STREAM ((uint64_t) 64 << 20)
+
+/* The default credit in bytes of a consumer with `streams` streams. */
+static inline uint64_t
+tool_credit_bytes(uint32_t streams)
+{
+    return TOOL_CREDIT_BYTES_PER_STREAM * (streams > 0 ? streams : 1);
+}
+
 struct tool_conn {
     const char *name; /* tool name for messages */
     const char *url;
