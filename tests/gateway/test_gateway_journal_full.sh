@@ -6,14 +6,8 @@
 # journal every confirmed message is delivered, verified.  Refused ones
 # may be gone (they were never confirmed).
 . "$top_srcdir/tests/integration/lib.sh"
-need mount mount
-need_root "mounts a small tmpfs for a full journal device"
-
 journal="$workdir/journal"
-mkdir -p "$journal"
-mount -t tmpfs -o size=3M scimq-test-journal "$journal" || fail "cannot mount a tmpfs"
-unmount() { umount "$journal" 2>/dev/null || true; }
-trap 'unmount; cleanup' EXIT
+small_disk "$journal" 3M "mounts a small tmpfs for a full journal device"
 
 start_gateway --journal-dir "$journal" --durability sync --disk-limit 1GiB
 "$bindir/scimqctl" queue create full --guaranteed > /dev/null || fail "create"
@@ -56,5 +50,5 @@ for s in $(cat "$workdir/confirmed"); do
 done
 expect_eq "confirmed messages lost" 0 "$missing"
 stop_gateway
-unmount
+unmount_small_disk
 echo "$checks checks passed"

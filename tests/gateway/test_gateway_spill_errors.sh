@@ -8,15 +8,8 @@
 #     retried with a backoff, counted; once the files are back every
 #     message arrives, verified.
 . "$top_srcdir/tests/integration/lib.sh"
-need mount mount
-need_root "mounts a small tmpfs for a full spill device"
-
 spill="$workdir/spill"
-mkdir -p "$spill"
-mount -t tmpfs -o size=1M scimq-test-spill "$spill" || fail "cannot mount a tmpfs"
-unmount() { umount "$spill" 2>/dev/null || true; }
-# The cleanup of lib.sh runs after ours: unmount first.
-trap 'unmount; cleanup' EXIT
+small_disk "$spill" 1M "mounts a small tmpfs for a full spill device"
 
 start_gateway --memory-limit 4MiB --spill-dir "$spill" --disk-limit 64MiB
 "$bindir/scimqctl" queue create full --guaranteed > /dev/null || fail "create"
@@ -39,7 +32,7 @@ expect_eq "full device: verified" 24 "$(json_get "$workdir/recv.json" .verified)
 expect_eq "full device: lost" 0 "$(json_get "$workdir/recv.json" .lost)"
 expect_eq "full device: corrupt" 0 "$(json_get "$workdir/recv.json" .corrupt)"
 stop_gateway
-unmount
+unmount_small_disk
 
 # 2. Unreadable spill segments.
 start_gateway --memory-limit 4MiB --spill-dir "$spill" --disk-limit 64MiB

@@ -97,6 +97,21 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# small_disk DIR SIZE WHY: a tmpfs of SIZE mounted on DIR (a full disk for
+# the test), unmounted at exit before the cleanup; needs root (WHY says
+# what for).  unmount_small_disk unmounts it earlier.
+small_disk() {
+    need mount mount
+    need_root "$3"
+    mkdir -p "$1"
+    mount -t tmpfs -o "size=$2" scimq-test "$1" || fail "cannot mount a tmpfs on $1"
+    small_disk_dir=$1
+    trap 'unmount_small_disk; cleanup' EXIT
+}
+unmount_small_disk() {
+    [ -z "${small_disk_dir:-}" ] || umount "$small_disk_dir" 2>/dev/null || true
+}
+
 # Every test reads the tools' JSON lines.
 need jq jq
 
