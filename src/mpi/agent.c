@@ -85,6 +85,7 @@ struct scimq_mpi_agent {
     bool *gone;
     int credits_max; /* want + assigned, per rank */
     uint64_t inline_max;
+    bool passive_progress; /* a read needs this side to poll (not shm) */
     int ngone, rr;
     uint64_t next_liveness_ns;
 
@@ -339,7 +340,10 @@ assign(struct scimq_mpi_agent *a, int rank, uint32_t slot)
         msg.key = a->pool_mr.key;
         rc = send_ctrl(a, rank, &msg);
     }
-    scimq__mpi_hot(); /* the rank's read follows: keep polling */
+    /* The rank's read follows: keep polling, where the passive side must
+     * (not on shm, where the rank copies by itself). */
+    if (a->passive_progress)
+        scimq__mpi_hot();
     if (rc != 0) {
         SCIMQ_LOG_ERROR(MPI, "agent: cannot send to rank %d: %s", rank,
                         scimq_strerror(rc));
@@ -610,6 +614,8 @@ agent_main(void *arg)
     struct scimq_mpi_agent *a = arg;
     unsigned int spins = 0;
 
+    /* Named, so that top -H and ps -L show what takes the CPU. */
+    (void) pthread_setname_np(pthread_self(), "scimq-agent");
     placement(a);
     while (!atomic_load(&a->stop) && a->ngone < a->nranks) {
         bool busy = reap(a) > 0;
@@ -683,6 +689,7 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
     a->credits_max =
         (ctx->prefetch < 0 ? SCIMQ_MPI_PREFETCH_AUTO_MAX : ctx->prefetch) + 1;
     a->inline_max = ctx->inline_max;
+    a->passive_progress = strcmp(ctx->provider, "shm") != 0;
     a->pool_len = a->slot_size * a->nslots;
     a->pool = mmap(NULL, a->pool_len, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

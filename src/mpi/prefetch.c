@@ -60,6 +60,9 @@
 #define EXTRA_RECV 2
 /* How long close() lets queued control messages leave. */
 #define CLOSE_DRAIN_NS (2000000000ull)
+/* Yields while the application waits before the thread sleeps between
+ * polls (some 0.3 ms; then 200 us sleeps, then 1 ms). */
+#define URGENT_SPINS 256u
 /* Weight of a new sample in the auto averages: 1/8. */
 #define EWMA_SHIFT 3
 
@@ -568,8 +571,6 @@ send_pending(struct scimq_mpi_prefetch *pf)
         }
         op->busy = true;
         did = true;
-        /* An answer (or a read's completion) comes soon: stay hot. */
-        scimq__mpi_hot();
     }
     return did;
 }
@@ -593,16 +594,30 @@ reads_busy_locked(const struct scimq_mpi_prefetch *pf)
 }
 
 /*
- * Idles like scimq__mpi_backoff() (yield while hot, then sleep longer and
- * longer), but sleeps on io_cv, so that a request of the application
- * wakes it at once.
+ * Idles.  The thread shares its rank's core with the application, so it
+ * polls flat out (yielding) only while someone waits on it: a read in
+ * flight (on tcp;ofi_rxm a read moves only while this side polls), or the
+ * application in next() with nothing ready, for a short while
+ * (URGENT_SPINS: an empty queue must not keep a core busy).  Otherwise it
+ * sleeps longer and longer (scimq__mpi_backoff_ns()), on io_cv, so that a
+ * request of the application wakes it at once; a message announced while
+ * the application computes is then noticed within 20 us to 1 ms, well
+ * before it is needed when P messages are kept ahead.
  */
 static void
 idle(struct scimq_mpi_prefetch *pf, unsigned int *spins)
 {
-    uint64_t ns = scimq__mpi_backoff_ns(spins);
     struct timespec ts;
+    uint64_t ns;
+    bool urgent;
 
+    pthread_mutex_lock(&pf->lock);
+    urgent = reads_busy_locked(pf) ||
+             (pf->app_waiting && pf->ready_n == 0 && *spins < URGENT_SPINS);
+    pthread_mutex_unlock(&pf->lock);
+    if (urgent)
+        (*spins)++;
+    ns = urgent ? 0 : scimq__mpi_backoff_ns(spins);
     if (ns == 0) {
         sched_yield();
         return;
@@ -644,6 +659,7 @@ pf_main(void *arg)
     unsigned int spins = 0;
     uint64_t quit_by = 0;
 
+    (void) pthread_setname_np(pthread_self(), "scimq-prefetch");
     for (;;) {
         bool busy = reap(pf) > 0;
         bool quit, drained = false, late = false;
