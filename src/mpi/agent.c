@@ -85,7 +85,6 @@ struct scimq_mpi_agent {
     bool *gone;
     int credits_max; /* want + assigned, per rank */
     uint64_t inline_max;
-    bool passive_progress; /* a read needs this side to poll (not shm) */
     int ngone, rr;
     uint64_t next_liveness_ns;
 
@@ -340,10 +339,9 @@ assign(struct scimq_mpi_agent *a, int rank, uint32_t slot)
         msg.key = a->pool_mr.key;
         rc = send_ctrl(a, rank, &msg);
     }
-    /* The rank's read follows: keep polling, where the passive side must
-     * (not on shm, where the rank copies by itself). */
-    if (a->passive_progress)
-        scimq__mpi_hot();
+    /* The rank's read follows (the passive side must poll, except on shm),
+     * and its DONE: keep polling for a few milliseconds. */
+    scimq__mpi_hot();
     if (rc != 0) {
         SCIMQ_LOG_ERROR(MPI, "agent: cannot send to rank %d: %s", rank,
                         scimq_strerror(rc));
@@ -689,7 +687,6 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
     a->credits_max =
         (ctx->prefetch < 0 ? SCIMQ_MPI_PREFETCH_AUTO_MAX : ctx->prefetch) + 1;
     a->inline_max = ctx->inline_max;
-    a->passive_progress = strcmp(ctx->provider, "shm") != 0;
     a->pool_len = a->slot_size * a->nslots;
     a->pool = mmap(NULL, a->pool_len, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
