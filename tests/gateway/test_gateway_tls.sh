@@ -69,10 +69,9 @@ expect_eq "TLS round trip: bytes" "$(json_get "$workdir/send.json" .bytes)" \
 expect_eq "delete through the admin socket" true "$("$bindir/scimqctl" queue delete t | jq .ok)"
 
 # Refusals.
-refused() { # WHAT EXPECTED_ERROR ENV... : scimqctl ping must fail so
+refused() { # WHAT EXPECTED_ERROR VAR=VALUE: scimqctl ping must fail so
     what=$1 want=$2
-    shift 2
-    if env "$@" "$bindir/scimqctl" ping > "$workdir/r.json" 2> "$workdir/r.err"; then
+    if env "$3" "$bindir/scimqctl" ping > "$workdir/r.json" 2> "$workdir/r.err"; then
         fail "$what: got in"
     fi
     expect_eq "$what" "$want" "$(json_get "$workdir/r.json" .error)"
