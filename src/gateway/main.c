@@ -863,8 +863,7 @@ main(int argc, char **argv)
             gw.opt.listen_host[0] ? gw.opt.listen_host : "*", port,
             gw.n_workers, gw.opt.memory_limit,
             spill_mode(&gw.opt) ? gw.opt.spill_dir : "off",
-            gw.hub.journal && !spill_mode(&gw.opt) ? gw.opt.journal_dir
-                                                    : "off",
+            gw.hub.journal && !spill_mode(&gw.opt) ? gw.opt.journal_dir : "off",
             gw.opt.token ? "token" : "none", tls_mode(&gw.opt), gw.opt.nofile,
             gw.opt.max_connections, gw.admin_path[0] ? gw.admin_path : "off");
     if (gw.opt.token == NULL && !listen_is_loopback(gw.opt.listen_host))

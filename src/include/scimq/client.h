@@ -125,9 +125,9 @@ enum scimq_durability {
 typedef struct scimq_queue_options {
     enum scimq_queue_kind kind;
     uint32_t ack_timeout_ms;
-    uint32_t max_attempts;   /**< then dead-lettered; 0: unlimited */
-    uint64_t max_bytes;      /**< 0: unlimited */
-    const char *dead_letter; /**< NULL: none */
+    uint32_t max_attempts;            /**< then dead-lettered; 0: unlimited */
+    uint64_t max_bytes;               /**< 0: unlimited */
+    const char *dead_letter;          /**< NULL: none */
     enum scimq_durability durability; /**< guaranteed queues only */
 } scimq_queue_options_t;
 
