@@ -103,7 +103,9 @@ scimq_gateway_start() {
     [ -x "$SCIMQ_GATEWAY_BIN" ] || scimq_die "scimq-gateway not found"
     if [ -z "${SCIMQ_TOKEN_FILE:-}" ]; then
         SCIMQ_TOKEN_FILE=$SCIMQ_JOB_DIR/token
-        "$SCIMQ_GATEWAY_BIN" --init-token "$SCIMQ_TOKEN_FILE" > /dev/null ||
+        # A requeued job (same id, same directory) keeps its token.
+        [ -e "$SCIMQ_TOKEN_FILE" ] ||
+            "$SCIMQ_GATEWAY_BIN" --init-token "$SCIMQ_TOKEN_FILE" > /dev/null ||
             scimq_die "cannot write a token to $SCIMQ_TOKEN_FILE"
     fi
     export SCIMQ_TOKEN_FILE
