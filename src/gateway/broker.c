@@ -254,7 +254,7 @@ session_end(struct gw_broker *b, struct gw_session *s)
 
 void
 gw_broker_stream_down(struct gw_broker *b, uint64_t now, uint64_t conn_id,
-                      struct gw_actions *out)
+                      bool bye, struct gw_actions *out)
 {
     struct gw_link *l = link_find(b, conn_id);
     struct gw_session *s;
@@ -277,13 +277,16 @@ gw_broker_stream_down(struct gw_broker *b, uint64_t now, uint64_t conn_id,
         goto out;
     }
     /*
-     * What was in flight on this stream may not have arrived whole: it is
-     * requeued, and its credit given back, since the client cannot know
-     * which of those deliveries it lost (it does not top them up).
+     * What was in flight on a lost stream may not have arrived whole: it
+     * is requeued, and its credit given back, since the client cannot know
+     * which of those deliveries it lost (it does not top them up).  After
+     * a BYE the client is closing: its ACKs of what came on this stream
+     * may still come on another, and what it leaves unsettled goes back
+     * at the session's end.
      */
     DL_FOREACH_SAFE(s->deliveries, d, dt)
     {
-        if (d->conn_id != conn_id)
+        if (bye || d->conn_id != conn_id)
             continue;
         d->consumer->credit_msgs++;
         d->consumer->credit_bytes += d->bytes;

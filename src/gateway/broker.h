@@ -61,10 +61,15 @@ int gw_broker_hello(struct gw_broker *b, uint64_t now, uint64_t conn_id,
                     uint8_t sid_out[SCIMQ_PROTO_SESSION_ID_LEN],
                     struct gw_actions *out);
 
-/* A stream's connection closed: what was in flight on it goes back (with
- * its credit); the session ends with its last stream. */
+/*
+ * A stream's connection closed: what was in flight on it goes back (with
+ * its credit), unless the client said BYE on it (bye): a client that
+ * closes its session says BYE on each stream, and may still acknowledge on
+ * another stream what it received on this one; its unsettled deliveries
+ * go back when the session ends.  The session ends with its last stream.
+ */
 void gw_broker_stream_down(struct gw_broker *b, uint64_t now, uint64_t conn_id,
-                           struct gw_actions *out);
+                           bool bye, struct gw_actions *out);
 
 /*
  * PUT, header in: checks the queue and admits the payload.  Returns 0 and a

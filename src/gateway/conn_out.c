@@ -325,7 +325,7 @@ gw_conn_close(struct gw_conn *c, const char *why)
     if (c->parked)
         gw_hub_unpark(&gw->hub, c->id);
     if (c->in_session)
-        gw_hub_stream_down(&gw->hub, c->host->index, c->id);
+        gw_hub_stream_down(&gw->hub, c->host->index, c->id, c->said_bye);
     gw_connreg_remove(&gw->conns, &c->info);
     HASH_DEL(c->host->conns, c);
     /* Pending writes complete (cancelled) before on_close runs. */

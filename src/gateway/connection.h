@@ -66,6 +66,7 @@ struct gw_conn {
     int put_err;           /* PUT refused at header time: reply at the end */
 
     bool reading, parked, closing, close_after_write;
+    bool said_bye; /* the peer closed with BYE (not a loss) */
     unsigned int writes_pending;
     /* Bytes of queued frames other than DELIVERs (whose bytes the broker
      * bounds by credit): past gw_options.max_output the peer is not read

@@ -124,12 +124,12 @@ gw_hub_hello(struct gw_hub *h, int self, uint64_t conn_id,
 }
 
 void
-gw_hub_stream_down(struct gw_hub *h, int self, uint64_t conn_id)
+gw_hub_stream_down(struct gw_hub *h, int self, uint64_t conn_id, bool bye)
 {
     struct gw_actions out = {NULL, NULL};
     uint64_t now = enter(h);
 
-    gw_broker_stream_down(h->broker, now, conn_id, &out);
+    gw_broker_stream_down(h->broker, now, conn_id, bye, &out);
     leave(h, self, &out);
 }
 

@@ -51,7 +51,7 @@ int gw_hub_hello(struct gw_hub *h, int self, uint64_t conn_id,
                  const scimq_proto_frame_t *f, const uint8_t *new_id,
                  uint8_t version, uint8_t *version_p,
                  uint8_t sid_out[SCIMQ_PROTO_SESSION_ID_LEN]);
-void gw_hub_stream_down(struct gw_hub *h, int self, uint64_t conn_id);
+void gw_hub_stream_down(struct gw_hub *h, int self, uint64_t conn_id, bool bye);
 int gw_hub_put_begin(struct gw_hub *h, int self, uint64_t conn_id,
                      const scimq_proto_frame_t *f, struct gw_payload **pl_p);
 int gw_hub_put_commit(struct gw_hub *h, int self, uint64_t conn_id,

@@ -79,7 +79,7 @@ join(struct gw_conn *c, const scimq_proto_frame_t *hello, const uint8_t *new_id,
     }
     if (version != c->version) {
         /* A stream may not speak another version than its session. */
-        gw_hub_stream_down(&gw->hub, c->host->index, c->id);
+        gw_hub_stream_down(&gw->hub, c->host->index, c->id, false);
         gw_conn_fail(c, rid, SCIMQ_EPROTO_VERSION,
                      join_error(SCIMQ_EPROTO_VERSION));
         return false;
@@ -332,6 +332,7 @@ handle_ready(struct gw_conn *c, const scimq_proto_frame_t *f)
                                    .request_id = f->request_id};
 
         (void) gw_conn_send(c, &bye, NULL, 0, NULL);
+        c->said_bye = true;
         c->close_after_write = true;
         gw_conn_read_stop(c);
         return;

@@ -485,7 +485,7 @@ test_eos_per_stream(void)
     get(20, "q", 1, 0, 100);
     d = next(GW_ACT_DELIVER);
     CU_ASSERT(settle(20, SCIMQ_PROTO_OP_ACK, d.delivery_id, 0));
-    gw_broker_stream_down(b, now, 20, &out);
+    gw_broker_stream_down(b, now, 20, false, &out);
     CU_ASSERT(gw_broker_close_queue(b, now, &name, &out) == 0);
     e1 = next(GW_ACT_EOS);
     CU_ASSERT(e1.found && e1.conn_id == 21 && e1.request_id == 100);
@@ -577,12 +577,46 @@ test_stream_down(void)
     CU_ASSERT_FATAL(d1.found && d2.found && d1.conn_id != d2.conn_id);
     /* Stream 51 is cut: its delivery comes back with its credit, and
      * goes out again on the stream that is left. */
-    gw_broker_stream_down(b, now, 51, &out);
+    gw_broker_stream_down(b, now, 51, false, &out);
     d1 = next(GW_ACT_DELIVER);
     CU_ASSERT(d1.found && d1.conn_id == 50 && d1.attempt == 2);
     /* The last stream goes: the session ends, everything is ready. */
-    gw_broker_stream_down(b, now, 50, &out);
+    gw_broker_stream_down(b, now, 50, false, &out);
     CU_ASSERT(queue("q")->n_ready == 2 && queue("q")->n_leased == 0);
+    CU_ASSERT(HASH_COUNT(b->sessions) == 0);
+    teardown();
+}
+
+/* A client that closes says BYE on each stream: what came on the first
+ * stream to close may be acknowledged on another afterwards; what is left
+ * unsettled goes back when the session ends. */
+static void
+test_stream_bye(void)
+{
+    struct seen d1, d2, on50, on51;
+
+    setup(8 * MiB, 64 * KiB, false);
+    session(50, 2, 1);
+    declare("q", SCIMQ_PROTO_QUEUE_GUARANTEED, 0, NULL);
+    CU_ASSERT(put(50, "q", 1000, 1) == 0);
+    CU_ASSERT(put(50, "q", 1000, 2) == 0);
+    get(50, "q", 2, ANY_BYTES, 1);
+    d1 = next(GW_ACT_DELIVER);
+    d2 = next(GW_ACT_DELIVER);
+    CU_ASSERT_FATAL(d1.found && d2.found && d1.conn_id != d2.conn_id);
+    on50 = d1.conn_id == 50 ? d1 : d2;
+    on51 = d1.conn_id == 50 ? d2 : d1;
+    /* BYE on 50: its delivery stays leased, nothing goes out again. */
+    gw_broker_stream_down(b, now, 50, true, &out);
+    CU_ASSERT(queue("q")->n_leased == 2 && queue("q")->n_ready == 0);
+    CU_ASSERT(!next(GW_ACT_DELIVER).found);
+    /* Its ACK comes on 51, and counts. */
+    CU_ASSERT(settle(51, SCIMQ_PROTO_OP_ACK, on50.delivery_id, 0));
+    CU_ASSERT(queue("q")->c.acked == 1 && b->settlements_ignored == 0);
+    /* BYE on 51 ends the session: its unsettled delivery goes back. */
+    gw_broker_stream_down(b, now, 51, true, &out);
+    CU_ASSERT(queue("q")->n_ready == 1 && queue("q")->n_leased == 0);
+    CU_ASSERT(queue("q")->ready->id == on51.msg_id);
     CU_ASSERT(HASH_COUNT(b->sessions) == 0);
     teardown();
 }
@@ -984,6 +1018,7 @@ static const struct scimq_cunit_test broker_tests[] = {
     {"admission at the memory limit", test_admission, 1},
     {"best-effort over all streams", test_best_effort_streams, 1},
     {"stream and session down", test_stream_down, 1},
+    {"BYE on one stream, ACK on another", test_stream_bye, 1},
     {"spill, spill errors and backoff", test_spill, 1},
     {"journal: eviction resumes producers", test_journal_eviction, 1},
     {"durability per queue", test_queue_durability, 1},
