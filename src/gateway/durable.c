@@ -13,18 +13,16 @@
 #include "journal_codec.h"
 #include "store.h"
 
-/* Queues an append of record r (and, for a MSG, the payload's data). */
+/* Queues an append of an encoded record header (buf, owned from now on)
+ * and, for a MSG, the payload's data. */
 static void
-append(struct gw_broker *b, const struct gw_jrec *r, struct gw_payload *pl,
+append(struct gw_broker *b, uint8_t *buf, uint32_t hlen, struct gw_payload *pl,
        bool sync)
 {
     struct gw_action *a = gw_action_new(GW_ACT_JOURNAL_APPEND);
-    size_t hlen = gw_jrec_header_len(r);
 
-    a->buf = gw_xcalloc(1, hlen);
-    /* The journal thread adds the CRC (gw_jrec_crc over the data). */
-    gw_jrec_encode(r, a->buf);
-    a->hdr_len = (uint32_t) hlen;
+    a->buf = buf; /* the journal thread adds the CRC (over the data too) */
+    a->hdr_len = hlen;
     a->seq = ++b->j.seq;
     a->sync = sync;
     if (pl != NULL) {
@@ -49,33 +47,25 @@ append_msg(struct gw_broker *b, struct gw_payload *pl,
            struct gw_msg *const *msgs, size_t n, bool force_sync)
 {
     struct gw_jrec_target targets[GW_JREC_MAX_TARGETS];
-    struct gw_jrec_block *blocks;
-    struct gw_jrec r = {.type = GW_JREC_MSG};
+    uint16_t nt = 0;
+    uint32_t hlen;
+    uint8_t *buf;
     bool sync = false;
 
-    for (size_t i = 0; i < n && r.n_targets < GW_JREC_MAX_TARGETS; i++) {
+    for (size_t i = 0; i < n && nt < GW_JREC_MAX_TARGETS; i++) {
         if (!gw_durable_queue(msgs[i]->queue))
             continue;
-        targets[r.n_targets].qid = msgs[i]->queue->qid;
-        targets[r.n_targets].msg_id = msgs[i]->id;
-        targets[r.n_targets].attempt = msgs[i]->attempt;
-        r.n_targets++;
+        targets[nt].qid = msgs[i]->queue->qid;
+        targets[nt].msg_id = msgs[i]->id;
+        targets[nt].attempt = msgs[i]->attempt;
+        nt++;
         sync =
             sync || force_sync || msgs[i]->queue->durability == GW_DURABLE_SYNC;
     }
-    if (r.n_targets == 0)
+    if (nt == 0)
         return false;
-    blocks = gw_xcalloc(pl->block_count + 1, sizeof(*blocks));
-    for (uint32_t i = 0; i < pl->block_count; i++)
-        blocks[i] = (struct gw_jrec_block){
-            pl->blocks[i].name, pl->blocks[i].name_len, pl->blocks[i].len};
-    r.payload_id = pl->id;
-    r.target = targets;
-    r.block_count = pl->block_count;
-    r.blocks = blocks;
-    r.data_len = pl->len;
-    append(b, &r, pl, sync);
-    free(blocks);
+    buf = gw_store_msg_header(pl, targets, nt, &hlen);
+    append(b, buf, hlen, pl, sync);
     return true;
 }
 
@@ -140,12 +130,17 @@ append_small(struct gw_broker *b, enum gw_jrec_type type,
              const struct gw_msg *m)
 {
     struct gw_jrec r = {.type = type};
+    uint32_t hlen;
+    uint8_t *buf;
 
     r.one.qid = m->queue->qid;
     r.one.msg_id = m->id;
     r.payload_id = m->payload->id;
     r.attempt = m->attempt;
-    append(b, &r, NULL, false);
+    hlen = (uint32_t) gw_jrec_header_len(&r);
+    buf = gw_xcalloc(1, hlen);
+    gw_jrec_encode(&r, buf);
+    append(b, buf, hlen, NULL, false);
 }
 
 void

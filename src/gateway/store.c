@@ -301,25 +301,38 @@ spillable(const struct gw_payload *pl)
  * durable queues' records are recovered, so a spill of a memory queue's
  * payload is the same record without targets.
  */
-static void
-spill_append(struct gw_store *st, struct gw_payload *pl, struct gw_actions *out)
+uint8_t *
+gw_store_msg_header(const struct gw_payload *pl,
+                    const struct gw_jrec_target *targets, uint16_t n,
+                    uint32_t *len)
 {
     struct gw_jrec_block *blocks =
         gw_xcalloc(pl->block_count + 1, sizeof(*blocks));
     struct gw_jrec r = {.type = GW_JREC_MSG};
-    struct gw_action *a = gw_action_new(GW_ACT_JOURNAL_APPEND);
+    uint8_t *buf;
 
     for (uint32_t i = 0; i < pl->block_count; i++)
         blocks[i] = (struct gw_jrec_block){
             pl->blocks[i].name, pl->blocks[i].name_len, pl->blocks[i].len};
     r.payload_id = pl->id;
+    r.target = targets;
+    r.n_targets = n;
     r.block_count = pl->block_count;
     r.blocks = blocks;
     r.data_len = pl->len;
-    a->hdr_len = (uint32_t) gw_jrec_header_len(&r);
-    a->buf = gw_xcalloc(1, a->hdr_len);
-    gw_jrec_encode(&r, a->buf); /* the journal thread adds the CRC */
+    *len = (uint32_t) gw_jrec_header_len(&r);
+    buf = gw_xcalloc(1, *len);
+    gw_jrec_encode(&r, buf); /* the journal thread adds the CRC */
     free(blocks);
+    return buf;
+}
+
+static void
+spill_append(struct gw_store *st, struct gw_payload *pl, struct gw_actions *out)
+{
+    struct gw_action *a = gw_action_new(GW_ACT_JOURNAL_APPEND);
+
+    a->buf = gw_store_msg_header(pl, NULL, 0, &a->hdr_len);
     a->spill = true;
     a->payload = pl;
     a->payload_id = pl->id;

@@ -21,6 +21,7 @@
 #ifndef SCIMQ_GATEWAY_STORE_H
 #define SCIMQ_GATEWAY_STORE_H
 
+#include "journal_codec.h"
 #include "records.h"
 
 /* Backoff of spill retries after an I/O error: doubling, capped. */
@@ -95,6 +96,13 @@ bool gw_store_want(struct gw_store *st, struct gw_payload *pl, uint64_t now,
 void gw_store_spilled(struct gw_store *st, struct gw_payload *pl, uint64_t seg,
                       uint64_t off, uint64_t bytes, int rc, uint64_t now,
                       struct gw_actions *out);
+/*
+ * The MSG record header of pl for targets[0..n) (none: a spill), its CRC
+ * left to the journal thread: a new buffer of *len bytes.
+ */
+uint8_t *gw_store_msg_header(const struct gw_payload *pl,
+                             const struct gw_jrec_target *targets, uint16_t n,
+                             uint32_t *len);
 /* Compaction: writes a spilled payload's record again (pl->moving set). */
 void gw_store_respill(struct gw_store *st, struct gw_payload *pl,
                       struct gw_actions *out);
