@@ -128,6 +128,9 @@ static const struct field fields_move[] = {
     FIELD(move, target, FT_STR),
 };
 
+/* REPORT: the body is checked by scimq_report_decode() (report.c). */
+static const struct field fields_report[] = {FIELD(report, body, FT_STR)};
+
 struct opcode_info {
     const char *name;
     const struct field *fields;

@@ -130,7 +130,9 @@ enum scimq_proto_durability {
     X(QUEUE_LIST, 36, queue, 0)                                                \
     X(QUEUE_CLOSE, 37, queue, 0)                                               \
     X(QUEUE_MOVE, 38, move, 0)                                                 \
-    X(STATS, 39, queue, 0)
+    X(STATS, 39, queue, 0)                                                     \
+    /* REPORT (40): an MPI agent's figures, scimq/report.h */                  \
+    X(REPORT, 40, report, 0)
 
 /** Opcode numbers: SCIMQ_PROTO_OP_HELLO, ... */
 enum scimq_proto_opcode {
@@ -235,6 +237,11 @@ typedef union scimq_proto_args {
         scimq_proto_str_t queue;
         scimq_proto_str_t target;
     } move;
+    /* REPORT: one string, an MPI agent's report (scimq/report.h decodes
+     * it; doc/scimp.md, "REPORT") */
+    struct {
+        scimq_proto_str_t body;
+    } report;
 } scimq_proto_args_t;
 
 /**
