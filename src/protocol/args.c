@@ -23,7 +23,8 @@ enum field_type {
     FT_U64,
     FT_I32,
     FT_BYTES, /* fixed-size byte array */
-    FT_STR    /* u16 length + bytes */
+    FT_STR,   /* u16 length + bytes */
+    FT_RANGES /* u16 count + count x (first u64, count u32) */
 };
 
 struct field {
@@ -97,6 +98,21 @@ static const struct field fields_nack[] = {
     FIELD(nack, delivery_id, FT_U64),
     FIELD(nack, delay_ms, FT_U32),
     FIELD_ENUM(nack, requeue, 1),
+};
+
+static const struct field fields_ack_range[] = {
+    FIELD(ack_range, ranges, FT_RANGES),
+};
+
+static const struct field fields_nack_range[] = {
+    FIELD(nack_range, delay_ms, FT_U32),
+    FIELD_ENUM(nack_range, requeue, 1),
+    FIELD(nack_range, ranges, FT_RANGES),
+};
+
+static const struct field fields_put_ok_range[] = {
+    FIELD(put_ok_range, count, FT_U32),
+    FIELD(put_ok_range, msg_id, FT_U64),
 };
 
 static const struct field fields_extend[] = {
@@ -180,6 +196,45 @@ scimq_proto_opcode_has_blocks(unsigned int opcode)
     return info ? info->has_blocks : 0;
 }
 
+scimq_proto_range_t
+scimq_proto_range_at(const scimq_proto_ranges_t *r, unsigned int i)
+{
+    scimq_proto_range_t v;
+    const uint8_t *p;
+
+    if (r->list != NULL)
+        return r->list[i];
+    p = r->wire + (size_t) i * SCIMQ_PROTO_RANGE_LEN;
+    v.first = wire_get64(p);
+    v.count = wire_get32(p + 8);
+    return v;
+}
+
+/*
+ * The one encoding of a set of ids: at least one range, none empty or
+ * running past 2^64 - 1, ascending with a gap between neighbours (touching
+ * ranges are one range).
+ */
+static int
+ranges_check(const scimq_proto_ranges_t *r)
+{
+    uint64_t next = 0; /* lowest first the next range may have */
+
+    if (r->n == 0 || r->n > SCIMQ_PROTO_MAX_RANGES)
+        return SCIMQ_EPROTO_ARGS;
+    for (unsigned int i = 0; i < r->n; i++) {
+        scimq_proto_range_t v = scimq_proto_range_at(r, i);
+
+        if (v.count == 0 || (i > 0 && v.first < next) ||
+            v.first > UINT64_MAX - (v.count - 1))
+            return SCIMQ_EPROTO_ARGS;
+        if (i + 1 < r->n && v.first + (v.count - 1) >= UINT64_MAX - 1)
+            return SCIMQ_EPROTO_ARGS; /* no room for a gap and a next */
+        next = v.first + (v.count - 1) + 2;
+    }
+    return 0;
+}
+
 /*
  * Semantic checks that the field table cannot express.  They apply to
  * both directions, so a frame this library encodes always decodes.
@@ -187,11 +242,24 @@ scimq_proto_opcode_has_blocks(unsigned int opcode)
 static int
 args_check(unsigned int opcode, const scimq_proto_args_t *a)
 {
-    if (opcode == SCIMQ_PROTO_OP_HELLO) {
+    switch (opcode) {
+    case SCIMQ_PROTO_OP_HELLO:
         if (a->hello.version_min > a->hello.version_max ||
             a->hello.stream_count == 0 ||
             a->hello.stream_index >= a->hello.stream_count)
             return SCIMQ_EPROTO_ARGS;
+        break;
+    case SCIMQ_PROTO_OP_ACK_RANGE:
+        return ranges_check(&a->ack_range.ranges);
+    case SCIMQ_PROTO_OP_NACK_RANGE:
+        return ranges_check(&a->nack_range.ranges);
+    case SCIMQ_PROTO_OP_PUT_OK_RANGE:
+        if (a->put_ok_range.count == 0 ||
+            a->put_ok_range.msg_id > UINT64_MAX - (a->put_ok_range.count - 1))
+            return SCIMQ_EPROTO_ARGS;
+        break;
+    default:
+        break;
     }
     return 0;
 }
@@ -236,6 +304,14 @@ scimq__proto_args_size(unsigned int opcode, const scimq_proto_args_t *a,
             if (s->len > 0 && s->ptr == NULL)
                 return SCIMQ_EINVAL;
             len += 2 + (size_t) s->len;
+            break;
+        }
+        case FT_RANGES: {
+            const scimq_proto_ranges_t *r = (const scimq_proto_ranges_t *) v;
+
+            if (r->n > 0 && r->list == NULL && r->wire == NULL)
+                return SCIMQ_EINVAL;
+            len += 2 + (size_t) r->n * SCIMQ_PROTO_RANGE_LEN;
             break;
         }
         }
@@ -299,6 +375,20 @@ scimq__proto_args_write(unsigned int opcode, const scimq_proto_args_t *a,
                 memcpy(p + 2, s->ptr, s->len);
             p += 2 + (size_t) s->len;
             break;
+        case FT_RANGES: {
+            const scimq_proto_ranges_t *r = (const scimq_proto_ranges_t *) v;
+
+            wire_put16(p, r->n);
+            p += 2;
+            for (unsigned int k = 0; k < r->n; k++) {
+                scimq_proto_range_t g = scimq_proto_range_at(r, k);
+
+                wire_put64(p, g.first);
+                wire_put32(p + 8, g.count);
+                p += SCIMQ_PROTO_RANGE_LEN;
+            }
+            break;
+        }
         }
     }
 }
@@ -327,6 +417,7 @@ scimq__proto_args_read(unsigned int opcode, const uint8_t *p, size_t len,
             break;
         case FT_U16:
         case FT_STR:
+        case FT_RANGES:
             need = 2;
             break;
         case FT_U32:
@@ -384,6 +475,17 @@ scimq__proto_args_read(unsigned int opcode, const uint8_t *p, size_t len,
             s.ptr = (const char *) p + 2;
             memcpy(v, &s, sizeof(s));
             need += s.len;
+            break;
+        }
+        case FT_RANGES: {
+            scimq_proto_ranges_t r = {NULL, NULL, 0};
+
+            r.n = wire_get16(p);
+            if (((size_t) (end - p) - 2) / SCIMQ_PROTO_RANGE_LEN < r.n)
+                return SCIMQ_EPROTO_ARGS;
+            r.wire = p + 2;
+            memcpy(v, &r, sizeof(r));
+            need += (size_t) r.n * SCIMQ_PROTO_RANGE_LEN;
             break;
         }
         }

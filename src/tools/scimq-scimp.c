@@ -81,6 +81,8 @@ gen_tour(int fd, uint64_t *req, uint16_t flags, const char *only,
     static const char meta[] = "{\"camera\":\"piv0\",\"frame\":1}";
     scimq_proto_block_t blk = {"json", 4, (void *) json, sizeof(json) - 1};
     scimq_proto_block_t mblk = {"meta", 4, (void *) meta, sizeof(meta) - 1};
+    /* Two ranges with a gap, as a consumer that settled out of order. */
+    static const scimq_proto_range_t ranges[2] = {{1, 64}, {100, 3}};
     scimq_proto_frame_t f;
     uint8_t *buf;
     size_t len;
@@ -165,6 +167,20 @@ gen_tour(int fd, uint64_t *req, uint16_t flags, const char *only,
         case SCIMQ_PROTO_OP_LIMIT:
             f.args.limit.max_message = 16u << 20;
             f.args.limit.queue = STR("demo");
+            break;
+        case SCIMQ_PROTO_OP_ACK_RANGE:
+            f.args.ack_range.ranges.list = ranges;
+            f.args.ack_range.ranges.n = 2;
+            break;
+        case SCIMQ_PROTO_OP_NACK_RANGE:
+            f.args.nack_range.delay_ms = 100;
+            f.args.nack_range.requeue = 1;
+            f.args.nack_range.ranges.list = ranges;
+            f.args.nack_range.ranges.n = 2;
+            break;
+        case SCIMQ_PROTO_OP_PUT_OK_RANGE:
+            f.args.put_ok_range.count = 16;
+            f.args.put_ok_range.msg_id = *req;
             break;
         default:
             if (op == SCIMQ_PROTO_OP_EOS || op >= SCIMQ_PROTO_OP_QUEUE_DELETE)
@@ -326,6 +342,18 @@ struct dump_stats {
 };
 
 static void
+print_ranges(const scimq_proto_ranges_t *r)
+{
+    printf(" ids=");
+    for (unsigned int i = 0; i < r->n; i++) {
+        scimq_proto_range_t g = scimq_proto_range_at(r, i);
+
+        printf("%s%" PRIu64 "..%" PRIu64, i > 0 ? "," : "", g.first,
+               g.first + (g.count - 1));
+    }
+}
+
+static void
 print_frame(const scimq_proto_frame_t *f, uint64_t n)
 {
     const scimq_proto_args_t *a = &f->args;
@@ -365,6 +393,19 @@ print_frame(const scimq_proto_frame_t *f, uint64_t n)
         printf(" queue=%.*s max_message=%" PRIu64 "%s", a->limit.queue.len,
                a->limit.queue.ptr, a->limit.max_message,
                a->limit.max_message == 0 ? " (no limit)" : "");
+        break;
+    case SCIMQ_PROTO_OP_ACK_RANGE:
+        print_ranges(&a->ack_range.ranges);
+        break;
+    case SCIMQ_PROTO_OP_NACK_RANGE:
+        printf(" requeue=%u delay=%ums", a->nack_range.requeue,
+               a->nack_range.delay_ms);
+        print_ranges(&a->nack_range.ranges);
+        break;
+    case SCIMQ_PROTO_OP_PUT_OK_RANGE:
+        printf(" count=%u msg=%" PRIu64 "..%" PRIu64, a->put_ok_range.count,
+               a->put_ok_range.msg_id,
+               a->put_ok_range.msg_id + (a->put_ok_range.count - 1));
         break;
     case SCIMQ_PROTO_OP_QUEUE_DECLARE:
         printf(" queue=%.*s kind=%s ack_timeout=%ums attempts=%u dlq=%.*s",

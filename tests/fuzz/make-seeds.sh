@@ -21,6 +21,32 @@ $gen --count 1 --size 32 --queue "" > "$tmp/put-empty-queue" 2>/dev/null
 # Single frames: LIMIT (session version 2) and a DELIVER with a block.
 $gen --count 0 --only LIMIT > "$tmp/limit" 2>/dev/null
 $gen --count 0 --only DELIVER --datasum > "$tmp/deliver-sum" 2>/dev/null
+# The range frames of session version 3: ACK_RANGE / NACK_RANGE (two
+# ranges each) and PUT_OK_RANGE, and ranges that break the one encoding
+# (the second range touching the first; a count of 0).
+$gen --count 0 --only ACK_RANGE > "$tmp/ack-range" 2>/dev/null
+$gen --count 0 --only NACK_RANGE --datasum > "$tmp/nack-range-sum" 2>/dev/null
+$gen --count 0 --only PUT_OK_RANGE > "$tmp/put-ok-range" 2>/dev/null
+# Header checksum recomputed, so that the decoder reaches the args.
+python3 - "$tmp" <<'PY'
+import struct, sys
+def crc32c(b):
+    c = 0xFFFFFFFF
+    for x in b:
+        c ^= x
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+    return c ^ 0xFFFFFFFF
+d = sys.argv[1]
+good = bytearray(open(d + "/ack-range", "rb").read())
+for name, off, val in (("touch", 54, struct.pack(">Q", 65)),
+                       ("zero", 62, struct.pack(">I", 0))):
+    f = bytearray(good)
+    f[off:off + len(val)] = val
+    f[28:32] = b"\0\0\0\0"
+    f[28:32] = struct.pack(">I", crc32c(bytes(f[:66])))
+    open(d + "/bad-ranges-" + name, "wb").write(f)
+PY
 # Broken streams: truncated, bad magic, corrupted header and payload.
 head -c 30 "$tmp/tour" > "$tmp/trunc-fixed"
 head -c 200 "$tmp/puts-sum" > "$tmp/trunc-payload"

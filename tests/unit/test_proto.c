@@ -199,6 +199,33 @@ fill_report(scimq_proto_args_t *a)
     a->report.body = STR("\x01 a report body");
 }
 
+/* Ranges with a gap; the last ends at 2^64 - 1 (the largest id). */
+static const scimq_proto_range_t fill_ranges[3] = {
+    {1, 64}, {100, 1}, {UINT64_MAX - 9, 10}};
+
+static void
+fill_ack_range(scimq_proto_args_t *a)
+{
+    a->ack_range.ranges.list = fill_ranges;
+    a->ack_range.ranges.n = 3;
+}
+
+static void
+fill_nack_range(scimq_proto_args_t *a)
+{
+    a->nack_range.delay_ms = 250;
+    a->nack_range.requeue = 1;
+    a->nack_range.ranges.list = fill_ranges;
+    a->nack_range.ranges.n = 3;
+}
+
+static void
+fill_put_ok_range(scimq_proto_args_t *a)
+{
+    a->put_ok_range.count = 4096;
+    a->put_ok_range.msg_id = UINT64_C(0x0123456789abcdef);
+}
+
 static void
 fill_args(unsigned int op, scimq_proto_args_t *a)
 {
@@ -376,6 +403,41 @@ static void
 check_report(const scimq_proto_args_t *w, const scimq_proto_args_t *g)
 {
     check_str(&w->report.body, &g->report.body);
+}
+
+static void
+check_ranges(const scimq_proto_ranges_t *w, const scimq_proto_ranges_t *g)
+{
+    CU_ASSERT_EQUAL(g->n, w->n);
+    CU_ASSERT_PTR_NULL(g->list); /* decoded: read from the wire bytes */
+    for (unsigned int i = 0; i < w->n && i < g->n; i++) {
+        scimq_proto_range_t a = scimq_proto_range_at(w, i);
+        scimq_proto_range_t b = scimq_proto_range_at(g, i);
+
+        CU_ASSERT_EQUAL(a.first, b.first);
+        CU_ASSERT_EQUAL(a.count, b.count);
+    }
+}
+
+static void
+check_ack_range(const scimq_proto_args_t *w, const scimq_proto_args_t *g)
+{
+    check_ranges(&w->ack_range.ranges, &g->ack_range.ranges);
+}
+
+static void
+check_nack_range(const scimq_proto_args_t *w, const scimq_proto_args_t *g)
+{
+    CU_ASSERT_EQUAL(g->nack_range.delay_ms, w->nack_range.delay_ms);
+    CU_ASSERT_EQUAL(g->nack_range.requeue, w->nack_range.requeue);
+    check_ranges(&w->nack_range.ranges, &g->nack_range.ranges);
+}
+
+static void
+check_put_ok_range(const scimq_proto_args_t *w, const scimq_proto_args_t *g)
+{
+    CU_ASSERT_EQUAL(g->put_ok_range.count, w->put_ok_range.count);
+    CU_ASSERT_EQUAL(g->put_ok_range.msg_id, w->put_ok_range.msg_id);
 }
 
 static void
@@ -750,11 +812,17 @@ test_opcode_table(void)
     CU_ASSERT_STRING_EQUAL(scimq_proto_opcode_name(SCIMQ_PROTO_OP_LIMIT),
                            "LIMIT");
     CU_ASSERT_FALSE(scimq_proto_opcode_has_blocks(SCIMQ_PROTO_OP_LIMIT));
-    CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(25));
-    /* Session version 2 keeps the frame layout of version 1. */
+    /* Session version 3: the range frames 25-27; 28-31 stay free. */
+    CU_ASSERT_EQUAL(SCIMQ_PROTO_OP_ACK_RANGE, 25);
+    CU_ASSERT_EQUAL(SCIMQ_PROTO_OP_NACK_RANGE, 26);
+    CU_ASSERT_EQUAL(SCIMQ_PROTO_OP_PUT_OK_RANGE, 27);
+    CU_ASSERT_STRING_EQUAL(scimq_proto_opcode_name(27), "PUT_OK_RANGE");
+    CU_ASSERT_FALSE(scimq_proto_opcode_has_blocks(SCIMQ_PROTO_OP_ACK_RANGE));
+    CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(28));
+    /* Session versions 2 and 3 keep the frame layout of version 1. */
     CU_ASSERT_EQUAL(SCIMQ_PROTO_FRAME_VERSION, 1);
     CU_ASSERT_EQUAL(SCIMQ_PROTO_SESSION_VERSION_MIN, 1);
-    CU_ASSERT_EQUAL(SCIMQ_PROTO_SESSION_VERSION_MAX, 2);
+    CU_ASSERT_EQUAL(SCIMQ_PROTO_SESSION_VERSION_MAX, 3);
     CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(255));
     CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(256));
     CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(0x110));
@@ -762,7 +830,7 @@ test_opcode_table(void)
         if (scimq_proto_opcode_name(op) != NULL)
             known++;
     }
-    CU_ASSERT_EQUAL(known, 25);
+    CU_ASSERT_EQUAL(known, 29);
     /* Only OK, PUT and DELIVER carry blocks. */
     CU_ASSERT_TRUE(scimq_proto_opcode_has_blocks(SCIMQ_PROTO_OP_OK));
     CU_ASSERT_TRUE(scimq_proto_opcode_has_blocks(SCIMQ_PROTO_OP_PUT));
@@ -783,7 +851,7 @@ test_roundtrip_all(void)
         round_trip(op, 0, FEED_WHOLE);
         tested++;
     }
-    CU_ASSERT_EQUAL(tested, 26);
+    CU_ASSERT_EQUAL(tested, 29);
 }
 
 /* ======================================================================== */
@@ -1411,7 +1479,7 @@ test_bad_version(void)
 static void
 test_bad_opcode(void)
 {
-    static const uint8_t opcodes[] = {0, 9, 15, 25, 31, 40, 255};
+    static const uint8_t opcodes[] = {0, 9, 15, 28, 31, 41, 255};
     uint8_t buf[sizeof(golden_ping)];
 
     for (size_t i = 0; i < sizeof(opcodes); i++) {
@@ -1957,6 +2025,116 @@ test_args_hello(void)
         scimq_proto_decoder_destroy(dec);
     }
     free(buf);
+}
+
+/*
+ * The range frames (session version 3): the three vectors of doc/scimp.md
+ * 9.3 byte for byte, and every way to break the one encoding of a set of
+ * ids, refused by the encoder and, resealed by hand, by the decoder.
+ */
+static const uint8_t vec_ack_range[] = {
+    0x53, 0x43, 0x4d, 0x50, 0x01, 0x19, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x06, 0x00, 0x00, 0x00, 0x42, 0x00, 0x1a,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x6b, 0x1d, 0xdb, 0x9d, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x40, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x64, 0x00, 0x00, 0x00, 0x03};
+
+static void
+test_args_ranges(void)
+{
+    scimq_proto_range_t r[2] = {{1, 64}, {100, 3}};
+    scimq_proto_frame_t f;
+    const size_t a = SCIMQ_PROTO_FIXED_LEN;
+    uint8_t *buf;
+    size_t len;
+
+    memset(&f, 0, sizeof(f));
+    f.opcode = SCIMQ_PROTO_OP_ACK_RANGE;
+    f.request_id = 6;
+    f.args.ack_range.ranges.list = r;
+    f.args.ack_range.ranges.n = 2;
+    buf = encode(&f, &len);
+    CU_ASSERT_EQUAL_FATAL(len, sizeof(vec_ack_range));
+    CU_ASSERT_EQUAL(memcmp(buf, vec_ack_range, len), 0);
+    free(buf);
+
+    /* The encoder refuses what is not the one encoding. */
+    f.args.ack_range.ranges.n = 0; /* no id at all */
+    CU_ASSERT_EQUAL(scimq_proto_encode_alloc(&f, &buf, &len),
+                    SCIMQ_EPROTO_ARGS);
+    f.args.ack_range.ranges.n = 2;
+    r[1].first = 65; /* touches 1..64: one range 1..67 */
+    CU_ASSERT_EQUAL(scimq_proto_encode_alloc(&f, &buf, &len),
+                    SCIMQ_EPROTO_ARGS);
+    r[1].first = 10; /* overlaps, descends */
+    CU_ASSERT_EQUAL(scimq_proto_encode_alloc(&f, &buf, &len),
+                    SCIMQ_EPROTO_ARGS);
+    r[1].first = 100;
+    r[1].count = 0; /* empty range */
+    CU_ASSERT_EQUAL(scimq_proto_encode_alloc(&f, &buf, &len),
+                    SCIMQ_EPROTO_ARGS);
+    r[1].first = UINT64_MAX - 1; /* runs past 2^64 - 1 */
+    r[1].count = 3;
+    CU_ASSERT_EQUAL(scimq_proto_encode_alloc(&f, &buf, &len),
+                    SCIMQ_EPROTO_ARGS);
+    r[1].count = 2; /* ends at 2^64 - 1: valid */
+    buf = encode(&f, &len);
+    free(buf);
+    memset(&f.args, 0, sizeof(f.args));
+    f.opcode = SCIMQ_PROTO_OP_PUT_OK_RANGE;
+    f.args.put_ok_range.count = 0;
+    CU_ASSERT_EQUAL(scimq_proto_encode_alloc(&f, &buf, &len),
+                    SCIMQ_EPROTO_ARGS);
+    f.args.put_ok_range.count = 2;
+    f.args.put_ok_range.msg_id = UINT64_MAX;
+    CU_ASSERT_EQUAL(scimq_proto_encode_alloc(&f, &buf, &len),
+                    SCIMQ_EPROTO_ARGS);
+
+    /* The decoder refuses the same, and a count running past args_len. */
+    memcpy(r, (scimq_proto_range_t[2]){{1, 64}, {100, 3}}, sizeof(r));
+    memset(&f.args, 0, sizeof(f.args));
+    f.opcode = SCIMQ_PROTO_OP_ACK_RANGE;
+    f.args.ack_range.ranges.list = r;
+    f.args.ack_range.ranges.n = 2;
+    buf = encode(&f, &len);
+    patch(buf, a + 14, 8, 65); /* second range touches the first */
+    reseal(buf, len);
+    expect_error(buf, len, NULL, SCIMQ_EPROTO_ARGS);
+    patch(buf, a + 14, 8, 100);
+    patch(buf, a + 22, 4, 0); /* empty range */
+    reseal(buf, len);
+    expect_error(buf, len, NULL, SCIMQ_EPROTO_ARGS);
+    patch(buf, a + 22, 4, 3);
+    patch(buf, a, 2, 3); /* three ranges announced, two there */
+    reseal(buf, len);
+    expect_error(buf, len, NULL, SCIMQ_EPROTO_ARGS);
+    patch(buf, a, 2, 0); /* none announced, 24 bytes left over */
+    reseal(buf, len);
+    expect_error(buf, len, NULL, SCIMQ_EPROTO_ARGS);
+    free(buf);
+
+    /* SCIMQ_PROTO_MAX_RANGES fit the args; one more does not. */
+    {
+        static scimq_proto_range_t many[SCIMQ_PROTO_MAX_RANGES + 1];
+        scimq_proto_decoder_t *dec;
+
+        for (unsigned int i = 0; i <= SCIMQ_PROTO_MAX_RANGES; i++)
+            many[i] = (scimq_proto_range_t){(uint64_t) i * 3, 2};
+        memset(&f.args, 0, sizeof(f.args));
+        f.opcode = SCIMQ_PROTO_OP_NACK_RANGE;
+        f.args.nack_range.ranges.list = many;
+        f.args.nack_range.ranges.n = SCIMQ_PROTO_MAX_RANGES;
+        buf = encode(&f, &len);
+        dec = decoder_new(NULL);
+        CU_ASSERT_EQUAL(decode_simple(dec, buf, len, FEED_WHOLE, NULL),
+                        SCIMQ_PROTO_FRAME_DONE);
+        scimq_proto_decoder_destroy(dec);
+        free(buf);
+        f.args.nack_range.ranges.n = SCIMQ_PROTO_MAX_RANGES + 1;
+        CU_ASSERT_EQUAL(scimq_proto_encode_alloc(&f, &buf, &len),
+                        SCIMQ_EPROTO_ARGS);
+    }
 }
 
 /* ======================================================================== */
@@ -2864,6 +3042,7 @@ static const struct scimq_cunit_test malformed_tests[] = {
     {"args strings running past the end", test_args_string, 1},
     {"enum args out of range", test_args_enum, 1},
     {"HELLO stream and version checks", test_args_hello, 1},
+    {"range frames: vector, one encoding, limits", test_args_ranges, 1},
     {NULL, NULL, 0}};
 
 static const struct scimq_cunit_test boundary_tests[] = {

@@ -49,10 +49,13 @@ extern "C" {
  * Session protocol versions (the opcode set and its semantics) this library
  * speaks: a client offers SCIMQ_PROTO_SESSION_VERSION_MIN..MAX in HELLO and
  * the gateway picks one in WELCOME.  History: 1 = first release; 2 = adds
- * LIMIT.  The frame layout is the same in both.
+ * LIMIT; 3 (SciMP 1.1) = adds ACK_RANGE, NACK_RANGE and PUT_OK_RANGE.
+ * The frame layout is the same in all three.
  */
 #define SCIMQ_PROTO_SESSION_VERSION_MIN 1
-#define SCIMQ_PROTO_SESSION_VERSION_MAX 2
+#define SCIMQ_PROTO_SESSION_VERSION_MAX 3
+/** The first session version with the range frames (25-27). */
+#define SCIMQ_PROTO_SESSION_VERSION_RANGES 3
 /** Size of the fixed header. */
 #define SCIMQ_PROTO_FIXED_LEN 40
 /** Size of one block table entry (name length u32 + data length u64). */
@@ -69,6 +72,13 @@ extern "C" {
 #define SCIMQ_PROTO_MAX_HEADER_CAP (16u << 20)
 #define SCIMQ_PROTO_MAX_ARGS_LEN 65535u
 #define SCIMQ_PROTO_MAX_STRING_LEN 65535u
+/**
+ * Most ranges in one ACK_RANGE / NACK_RANGE: 4096 ranges are 49,159 bytes
+ * of args at most, so the frame fits the default 64 KiB header limit.
+ */
+#define SCIMQ_PROTO_MAX_RANGES 4096u
+/** Bytes of one range on the wire (first u64, count u32). */
+#define SCIMQ_PROTO_RANGE_LEN 12
 
 /* Frame flags (16 bits on the wire). */
 /** A CRC32C trailer of the payload follows the data. */
@@ -102,8 +112,9 @@ enum scimq_proto_durability {
  * the opcode's fields ("none" for opcodes without arguments).
  * The library knows every opcode of every session version (the frame
  * layout does not change with it); that LIMIT (24) is only sent on a
- * session whose WELCOME chose version 2 or later is a session rule, kept
- * by the client library and the gateway.
+ * session whose WELCOME chose version 2 or later, and the range frames
+ * (25-27) only on one of version 3 or later, are session rules, kept by
+ * the client library and the gateway.
  */
 #define SCIMQ_PROTO_OPCODE_MAP(X)                                              \
     X(HELLO, 1, hello, 0)                                                      \
@@ -123,6 +134,9 @@ enum scimq_proto_durability {
     X(EXTEND, 22, extend, 0)                                                   \
     X(EOS, 23, queue, 0)                                                       \
     X(LIMIT, 24, limit, 0)                                                     \
+    X(ACK_RANGE, 25, ack_range, 0)                                             \
+    X(NACK_RANGE, 26, nack_range, 0)                                           \
+    X(PUT_OK_RANGE, 27, put_ok_range, 0)                                       \
     X(QUEUE_DECLARE, 32, declare, 0)                                           \
     X(QUEUE_DELETE, 33, queue, 0)                                              \
     X(QUEUE_BIND, 34, pair, 0)                                                 \
@@ -154,6 +168,29 @@ typedef struct scimq_proto_str {
     const char *ptr;
     uint16_t len;
 } scimq_proto_str_t;
+
+/** A range of ids: first, first + 1, ..., first + count - 1. */
+typedef struct scimq_proto_range {
+    uint64_t first;
+    uint32_t count; /* >= 1 */
+} scimq_proto_range_t;
+
+/**
+ * The ranges of an ACK_RANGE or NACK_RANGE: ascending, each count >= 1,
+ * none overlapping or touching the next (doc/scimp.md, "ranges").  To
+ * encode, point list at n ranges; a decoded frame has list NULL and wire
+ * pointing at the n ranges as they are on the wire, in the decoder's
+ * header buffer.  Read either with scimq_proto_range_at().
+ */
+typedef struct scimq_proto_ranges {
+    const scimq_proto_range_t *list;
+    const uint8_t *wire;
+    uint16_t n;
+} scimq_proto_ranges_t;
+
+/** Range i (< r->n) of r, from whichever form r holds. */
+SCIMQ_EXPORT scimq_proto_range_t
+scimq_proto_range_at(const scimq_proto_ranges_t *r, unsigned int i);
 
 /** Per-opcode arguments; which member is valid follows from the opcode. */
 typedef union scimq_proto_args {
@@ -216,6 +253,18 @@ typedef union scimq_proto_args {
         uint32_t delay_ms;
         uint8_t requeue; /* 0: dead-letter it; 1: requeue it */
     } nack;
+    struct { /* ACK_RANGE (session version 3): ACK of every id in ranges */
+        scimq_proto_ranges_t ranges;
+    } ack_range;
+    struct { /* NACK_RANGE (session version 3): NACK of every id */
+        uint32_t delay_ms;
+        uint8_t requeue; /* as NACK */
+        scimq_proto_ranges_t ranges;
+    } nack_range;
+    struct { /* PUT_OK_RANGE (session version 3): count PUT_OKs in one */
+        uint32_t count;  /* requests request_id .. request_id + count - 1 */
+        uint64_t msg_id; /* request_id + i got msg_id + i */
+    } put_ok_range;
     struct { /* EXTEND: keep a delivery leased for lease_ms more */
         uint64_t delivery_id;
         uint32_t lease_ms;
