@@ -9,13 +9,14 @@
 . "$top_srcdir/tests/integration/lib.sh"
 
 start_gateway
-# 1. Four messages, 2.5 s of work each, 1 s ack timeout.
-"$bindir/scimqctl" queue create long --guaranteed --ack-timeout 1 \
+# 1. Four messages, 4 s of work each, 2 s ack timeout (an EXTEND goes out
+# every half lease: 1 s of margin, which a loaded machine needs).
+"$bindir/scimqctl" queue create long --guaranteed --ack-timeout 2 \
     > /dev/null || fail "queue create long"
 bounded 60 "$bindir/scimq-send" --queue long --synthetic --size 4KiB \
     --count 4 --close > "$workdir/send.json" || fail "send"
 bounded 120 "$bindir/scimq-recv" --queue long --verify --until-eos \
-    --expect 4 --credit 2 --process-ms 2500 \
+    --expect 4 --credit 2 --process-ms 4000 \
     > "$workdir/recv.json" 2> "$workdir/recv.err" ||
     { cat "$workdir/recv.err" >&2; fail "scimq-recv (extended) failed"; }
 r="$workdir/recv.json"
@@ -24,8 +25,8 @@ expect_eq "extended: duplicates" 0 "$(json_get "$r" .duplicates)"
 expect_eq "extended: lost" 0 "$(json_get "$r" .lost)"
 expect_eq "extended: redelivered" 0 "$(json_get "$r" .redelivered)"
 expect_eq "extended: late acks" 0 "$(json_get "$r" .late_acks)"
-# 2.5 s held (and up to 2.5 s more waiting in the FIFO) at one EXTEND per
-# half second: several per message.
+# 4 s held (and up to 4 s more waiting in the FIFO) at one EXTEND per
+# second: several per message.
 ext=$(json_get "$r" .extends)
 [ "$ext" -ge 8 ] || fail "only $ext EXTENDs sent for 4 messages"
 ok "$ext EXTENDs sent"

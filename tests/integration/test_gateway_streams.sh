@@ -47,9 +47,10 @@ track "$send_pid"
 recv_pid=$!
 track "$recv_pid"
 
-# One second in: the transfer (8 s at 50 messages/s) is well under way
-# whatever the timeout multiplier.
-sleep 1
+# Cut once the transfer (8 s at 50 messages/s) is under way on both sides:
+# a stream cut while a client still connects fails the connect, by design.
+q='.queues[] | select(.name=="cut") | .counters'
+wait_until 60 "the transfer never started" stat_ge "$q.delivered" 10
 p=$(cut_one "$send_pid") || fail "no producer stream to cut"
 ok "producer stream from port $p cut"
 p=$(cut_one "$recv_pid") || fail "no consumer stream to cut"
