@@ -2,8 +2,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <linux/tcp.h> /* its tcp_info is the kernel's whole one */
 
 #include <scimq/error.h>
 
@@ -59,12 +61,77 @@ scimq__hostport_parse(const char *text, char *host, size_t hostlen,
     return 0;
 }
 
+/* Sockets whose buffer the kernel granted below what was asked. */
+static _Atomic uint64_t buffers_short;
+
+uint64_t
+scimq__net_buffers_short(void)
+{
+    return atomic_load(&buffers_short);
+}
+
+long
+scimq__net_sysctl_long(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long v = -1;
+
+    if (f == NULL)
+        return -1;
+    if (fscanf(f, "%ld", &v) != 1)
+        v = -1;
+    fclose(f);
+    return v;
+}
+
+/*
+ * Sets one buffer and reads back what the kernel granted.  Linux caps the
+ * request at net.core.wmem_max / rmem_max (global, not per namespace) and
+ * then doubles it for its own bookkeeping, reporting the doubled value; a
+ * grant below the request is otherwise silent, and a buffer set at all
+ * turns the kernel's autotuning off for the socket (it would have grown up
+ * to tcp_wmem / tcp_rmem's maximum), so a capped buffer is usually worse
+ * than none.  Said once per process and direction; counted per socket.
+ */
+static void
+buf_set(int fd, int opt, uint64_t asked, atomic_bool *warned)
+{
+    bool snd = opt == SO_SNDBUF;
+    const char *max_name = snd ? "net.core.wmem_max" : "net.core.rmem_max";
+    int v = asked > INT32_MAX / 2 ? INT32_MAX / 2 : (int) asked, got = 0;
+    socklen_t len = sizeof(got);
+
+    if (setsockopt(fd, SOL_SOCKET, opt, &v, sizeof(v)) != 0) {
+        if (!atomic_exchange(warned, true))
+            SCIMQ_LOG_WARN(NET, "cannot set %s to %d: %s",
+                           snd ? "SO_SNDBUF" : "SO_RCVBUF", v, strerror(errno));
+        return;
+    }
+    if (getsockopt(fd, SOL_SOCKET, opt, &got, &len) != 0 ||
+        (uint64_t) got / 2 >= (uint64_t) v)
+        return;
+    atomic_fetch_add(&buffers_short, 1);
+    if (!atomic_exchange(warned, true))
+        SCIMQ_LOG_WARN(
+            NET,
+            "%s: asked for %d bytes (%s), the kernel granted %d: it caps "
+            "buffers at %s = %ld.  Raise it (sysctl -w %s=%d) or leave %s "
+            "at 0: a buffer set explicitly also turns the kernel's "
+            "autotuning off (it grows up to the last value of %s)",
+            snd ? "SO_SNDBUF" : "SO_RCVBUF", v,
+            snd ? "net_sndbuf" : "net_rcvbuf", got / 2, max_name,
+            scimq__net_sysctl_long(snd ? "/proc/sys/net/core/wmem_max"
+                                       : "/proc/sys/net/core/rmem_max"),
+            max_name, v, snd ? "net_sndbuf" : "net_rcvbuf",
+            snd ? "net.ipv4.tcp_wmem" : "net.ipv4.tcp_rmem");
+}
+
 void
 scimq__sock_tune(int fd, uint64_t sndbuf, uint64_t rcvbuf,
                  const char *congestion)
 {
-    static atomic_bool warned_buf, warned_cc;
-    int one = 1, v;
+    static atomic_bool warned_snd, warned_rcv, warned_cc;
+    int one = 1;
 
     (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     /*
@@ -81,20 +148,11 @@ scimq__sock_tune(int fd, uint64_t sndbuf, uint64_t rcvbuf,
                           sizeof(intvl));
         (void) setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
     }
-    if (sndbuf > 0) {
-        v = sndbuf > INT32_MAX / 2 ? INT32_MAX / 2 : (int) sndbuf;
-        if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)) != 0 &&
-            !atomic_exchange(&warned_buf, true))
-            SCIMQ_LOG_WARN(NET, "cannot set SO_SNDBUF to %d: %s", v,
-                           strerror(errno));
-    }
-    if (rcvbuf > 0) {
-        v = rcvbuf > INT32_MAX / 2 ? INT32_MAX / 2 : (int) rcvbuf;
-        if (setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)) != 0 &&
-            !atomic_exchange(&warned_buf, true))
-            SCIMQ_LOG_WARN(NET, "cannot set SO_RCVBUF to %d: %s", v,
-                           strerror(errno));
-    }
+    /* 0 (the default) never touches the buffers: autotuning stays on. */
+    if (sndbuf > 0)
+        buf_set(fd, SO_SNDBUF, sndbuf, &warned_snd);
+    if (rcvbuf > 0)
+        buf_set(fd, SO_RCVBUF, rcvbuf, &warned_rcv);
     if (congestion != NULL && congestion[0] != '\0' &&
         setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, congestion,
                    (socklen_t) strlen(congestion)) != 0 &&
@@ -131,6 +189,10 @@ scimq__sock_info(int fd, struct scimq_sock_info *info)
         info->rtt_us = ti.tcpi_rtt;
         info->retransmits = ti.tcpi_total_retrans;
         info->cwnd = ti.tcpi_snd_cwnd;
+        info->delivery_rate = ti.tcpi_delivery_rate;
+        info->busy_us = ti.tcpi_busy_time;
+        info->rwnd_limited_us = ti.tcpi_rwnd_limited;
+        info->sndbuf_limited_us = ti.tcpi_sndbuf_limited;
     }
     return 0;
 }
@@ -153,4 +215,22 @@ scimq__admin_socket_default(uint16_t port, char *buf, size_t len)
         return SCIMQ_EINVAL;
     n = snprintf(buf, len, "%s/gateway-%u.sock", dir, port);
     return n < 0 || (size_t) n >= len ? SCIMQ_EINVAL : 0;
+}
+
+const char *
+scimq__sock_limit(uint64_t busy_us, uint64_t rwnd_limited_us,
+                  uint64_t sndbuf_limited_us)
+{
+    /* The kernel counts, while data was waiting to be sent, the time the
+     * peer's receive window and the local send buffer held the sender
+     * back; the rest of the busy time the congestion window did.  A
+     * limit that held it back for more than a tenth of that is named. */
+    uint64_t most = rwnd_limited_us > sndbuf_limited_us ? rwnd_limited_us
+                                                        : sndbuf_limited_us;
+
+    if (busy_us == 0)
+        return "idle";
+    if (most * 10 <= busy_us)
+        return "cwnd";
+    return rwnd_limited_us >= sndbuf_limited_us ? "rwnd" : "sndbuf";
 }
