@@ -3,9 +3,19 @@
  * The node agent: a thread in the node's first rank.  It pulls messages
  * from the gateway (libscimq, S streams) straight into a pool of
  * pre-faulted, registered buffers, and hands them to the node's ranks as
- * they ask.  It is the passive side of every RMA read and it polls its
- * completion queue all the time, which keeps reads progressing on every
- * provider.
+ * they ask.  It is the passive side of every RMA read.
+ *
+ * Waiting: with nothing to do the agent sleeps in poll() on what can
+ * bring work (agent_wait()): the gateway source's eventfd (a message
+ * arrived, source.c), and the ranks' control messages: the completion
+ * queue's own descriptor where the provider has one (FI_WAIT_FD, e.g.
+ * tcp;ofi_rxm, whose reads then also wake it to progress them), else a
+ * doorbell the ranks ring after each batch of control messages
+ * (doorbell.h; shm, whose ranks copy by themselves through CMA and need
+ * no progress from the agent, except while a read is slow: see
+ * prefetch.c).  It wakes at the latest for the next liveness check, and
+ * every millisecond while one of its sends is in flight or when nothing
+ * can wake it.
  *
  * Credits: the client subscribes with one credit per pool slot, so a
  * message only arrives when a slot is free for it; a slot comes back when
@@ -34,6 +44,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,6 +58,7 @@
 
 #include "common/log.h"
 #include "common/topo.h"
+#include "doorbell.h"
 #include "protocol/wire.h"
 #include "runtime.h"
 #include "source.h"
@@ -66,6 +78,8 @@ struct scimq_mpi_agent {
     atomic_bool stop, exited;
 
     struct scimq_fabric fab;
+    int bell_fd; /* the ranks' doorbell, or -1 (fab.wait_fd does) */
+    char bell_name[SCIMQ_DOORBELL_NAME_MAX];
     struct scimq_fabric_mr pool_mr, ops_mr;
     uint8_t *pool;
     size_t pool_len, slot_size;
@@ -339,9 +353,6 @@ assign(struct scimq_mpi_agent *a, int rank, uint32_t slot)
         msg.key = a->pool_mr.key;
         rc = send_ctrl(a, rank, &msg);
     }
-    /* The rank's read follows (the passive side must poll, except on shm),
-     * and its DONE: keep polling for a few milliseconds. */
-    scimq__mpi_hot();
     if (rc != 0) {
         SCIMQ_LOG_ERROR(MPI, "agent: cannot send to rank %d: %s", rank,
                         scimq_strerror(rc));
@@ -606,11 +617,62 @@ placement(struct scimq_mpi_agent *a)
         SCIMQ_LOG_INFO(MPI, "agent: on CPU %d", cpu);
 }
 
+static bool
+sends_busy(const struct scimq_mpi_agent *a)
+{
+    for (int i = 0; i < a->nsend; i++)
+        if (a->ops[a->nrecv + i].busy)
+            return true;
+    return false;
+}
+
+/*
+ * Sleeps until something may have arrived: a control message or a read
+ * request of a rank (completion queue descriptor or doorbell), a message
+ * from the gateway (the source's descriptor), or the next liveness check.
+ * Returns at once when completions are waiting already (fi_trywait).
+ * Every descriptor is emptied before the caller looks at what it stands
+ * for, so a wake-up is never lost.
+ */
+static void
+agent_wait(struct scimq_mpi_agent *a)
+{
+    struct pollfd pfd[3];
+    int n = 0, src_fd = -1, timeout_ms;
+    uint64_t now = scimq__mpi_now_ns();
+
+    if (a->src_ops->wait_fd != NULL)
+        src_fd = a->src_ops->wait_fd(a->src);
+    if (a->fab.wait_fd >= 0) {
+        if (scimq__fabric_trywait(&a->fab) != 0)
+            return;
+        pfd[n++] = (struct pollfd){.fd = a->fab.wait_fd, .events = POLLIN};
+    }
+    if (a->bell_fd >= 0)
+        pfd[n++] = (struct pollfd){.fd = a->bell_fd, .events = POLLIN};
+    if (src_fd >= 0)
+        pfd[n++] = (struct pollfd){.fd = src_fd, .events = POLLIN};
+    timeout_ms = a->next_liveness_ns > now
+                     ? (int) ((a->next_liveness_ns - now) / 1000000u) + 1
+                     : 1;
+    /* A send in flight may need this side's progress to complete; and
+     * without a descriptor for each side, look again soon. */
+    if (sends_busy(a) || src_fd < 0 || (a->fab.wait_fd < 0 && a->bell_fd < 0))
+        timeout_ms = 1;
+    (void) poll(pfd, (nfds_t) n, timeout_ms);
+    if (a->bell_fd >= 0)
+        scimq__doorbell_drain(a->bell_fd);
+    if (src_fd >= 0) {
+        uint64_t v;
+
+        (void) !read(src_fd, &v, sizeof(v));
+    }
+}
+
 static void *
 agent_main(void *arg)
 {
     struct scimq_mpi_agent *a = arg;
-    unsigned int spins = 0;
 
     /* Named, so that top -H and ps -L show what takes the CPU. */
     (void) pthread_setname_np(pthread_self(), "scimq-agent");
@@ -635,10 +697,8 @@ agent_main(void *arg)
         fetch(a);
         if (dispatch(a))
             busy = true;
-        if (busy)
-            spins = 0;
-        else
-            scimq__mpi_backoff(&spins);
+        if (!busy)
+            agent_wait(a);
     }
     atomic_store(&a->exited, true);
     return NULL;
@@ -660,10 +720,18 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
         return SCIMQ_ENOMEM;
     a->ctx = ctx;
     a->nranks = ctx->node_size;
+    a->bell_fd = -1;
     pthread_mutex_init(&a->slot_lock, NULL);
-    rc = scimq__fabric_open(&a->fab, ctx->provider);
+    rc = scimq__fabric_open_waitable(&a->fab, ctx->provider);
     if (rc != 0)
         goto fail;
+    if (a->fab.wait_fd < 0) {
+        a->bell_fd = scimq__doorbell_open(a->bell_name);
+        if (a->bell_fd < 0) {
+            rc = a->bell_fd;
+            goto fail;
+        }
+    }
 
     /* The pool: slots of SLOT_META + max_message, 2 MiB aligned so that
      * transparent huge pages can back them; bound near the NIC and touched
@@ -751,6 +819,8 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
     }
 
     memset(info, 0, sizeof(*info));
+    if (a->bell_fd >= 0)
+        memcpy(info->doorbell, a->bell_name, sizeof(info->doorbell));
     memcpy(info->addr, a->fab.addr, a->fab.addr_len);
     info->addr_len = a->fab.addr_len;
     info->pool_raddr = scimq__fabric_remote_addr(&a->fab, &a->pool_mr, a->pool);
@@ -834,6 +904,8 @@ scimq__agent_destroy(struct scimq_mpi_agent *a)
     scimq__fabric_mr_dereg(&a->ops_mr);
     scimq__fabric_mr_dereg(&a->pool_mr);
     scimq__fabric_close(&a->fab);
+    if (a->bell_fd >= 0)
+        close(a->bell_fd);
     if (a->pool != NULL)
         munmap(a->pool, a->pool_len);
     free(a->slots);

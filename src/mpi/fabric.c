@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,16 +68,19 @@ shm_remove_stale(void)
 
 static pthread_once_t shm_once = PTHREAD_ONCE_INIT;
 
-int
-scimq__fabric_open(struct scimq_fabric *f, const char *provider)
+static int
+fabric_open(struct scimq_fabric *f, const char *provider, bool waitable)
 {
     struct fi_info *hints = fi_allocinfo();
-    struct fi_cq_attr cq_attr = {
-        .format = FI_CQ_FORMAT_MSG, .wait_obj = FI_WAIT_NONE, .size = 1024};
+    struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_MSG,
+                                 .wait_obj =
+                                     waitable ? FI_WAIT_FD : FI_WAIT_NONE,
+                                 .size = 1024};
     struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
     int rc;
 
     memset(f, 0, sizeof(*f));
+    f->wait_fd = -1;
     if (hints == NULL)
         return SCIMQ_ENOMEM;
     if (strcmp(provider, "shm") == 0)
@@ -116,18 +120,51 @@ scimq__fabric_open(struct scimq_fabric *f, const char *provider)
     FI_TRY(fi_fabric(f->info->fabric_attr, &f->fabric, NULL), "fi_fabric");
     FI_TRY(fi_domain(f->fabric, f->info, &f->domain, NULL), "fi_domain");
     FI_TRY(fi_endpoint(f->domain, f->info, &f->ep, NULL), "fi_endpoint");
-    FI_TRY(fi_cq_open(f->domain, &cq_attr, &f->cq, NULL), "fi_cq_open");
+    rc = fi_cq_open(f->domain, &cq_attr, &f->cq, NULL);
+    if (rc != 0 && waitable) {
+        /* No wait object here (shm): a queue that is only polled. */
+        SCIMQ_LOG_DEBUG(FABRIC, "%s: no FI_WAIT_FD completion queue (%s)",
+                        provider, fi_strerror(-rc));
+        waitable = false;
+        cq_attr.wait_obj = FI_WAIT_NONE;
+        rc = fi_cq_open(f->domain, &cq_attr, &f->cq, NULL);
+    }
+    FI_TRY(rc, "fi_cq_open");
     FI_TRY(fi_av_open(f->domain, &av_attr, &f->av, NULL), "fi_av_open");
     FI_TRY(fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV), "bind cq");
     FI_TRY(fi_ep_bind(f->ep, &f->av->fid, 0), "bind av");
     FI_TRY(fi_enable(f->ep), "fi_enable");
     f->addr_len = sizeof(f->addr);
     FI_TRY(fi_getname(&f->ep->fid, f->addr, &f->addr_len), "fi_getname");
+    if (waitable && fi_control(&f->cq->fid, FI_GETWAIT, &f->wait_fd) != 0)
+        f->wait_fd = -1; /* polled only */
 #undef FI_TRY
     return 0;
 fail:
     scimq__fabric_close(f);
     return SCIMQ_EFABRIC;
+}
+
+int
+scimq__fabric_open(struct scimq_fabric *f, const char *provider)
+{
+    return fabric_open(f, provider, false);
+}
+
+int
+scimq__fabric_open_waitable(struct scimq_fabric *f, const char *provider)
+{
+    return fabric_open(f, provider, true);
+}
+
+int
+scimq__fabric_trywait(struct scimq_fabric *f)
+{
+    struct fid *fids[1] = {&f->cq->fid};
+
+    if (f->wait_fd < 0)
+        return SCIMQ_EAGAIN;
+    return fi_trywait(f->fabric, fids, 1) == 0 ? 0 : SCIMQ_EAGAIN;
 }
 
 void
@@ -146,6 +183,7 @@ scimq__fabric_close(struct scimq_fabric *f)
     if (f->info)
         fi_freeinfo(f->info);
     memset(f, 0, sizeof(*f));
+    f->wait_fd = -1;
 }
 
 int

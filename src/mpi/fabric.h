@@ -41,6 +41,7 @@ struct scimq_fabric {
     uint64_t mr_mode;
     uint8_t addr[SCIMQ_FABRIC_ADDR_MAX];
     size_t addr_len;
+    int wait_fd; /* readable when the CQ may have completions, or -1 */
 };
 
 /* A registered region. */
@@ -65,6 +66,20 @@ int scimq__err_from_fi(int fi_rc);
 /* Opens an endpoint on the named provider.  Returns 0, SCIMQ_EFABRIC
  * (provider not available or failing) or SCIMQ_ENOMEM. */
 int scimq__fabric_open(struct scimq_fabric *f, const char *provider);
+
+/*
+ * The same, with a completion queue that can be waited on in the kernel:
+ * FI_WAIT_FD and its file descriptor (fi_control FI_GETWAIT) in
+ * f->wait_fd.  A provider without it (shm in libfabric 1.17: -FI_ENOSYS)
+ * gets a queue without wait object and wait_fd -1: the caller must find
+ * another way to learn that a peer sent something.
+ */
+int scimq__fabric_open_waitable(struct scimq_fabric *f, const char *provider);
+
+/* Before sleeping on f->wait_fd: 0 when the fd will say that something
+ * arrived, SCIMQ_EAGAIN when completions may be there already (read the
+ * CQ first), the way fi_trywait() says it. */
+int scimq__fabric_trywait(struct scimq_fabric *f);
 void scimq__fabric_close(struct scimq_fabric *f);
 
 /* Registers [base, base+len) for local use and remote reads, with key

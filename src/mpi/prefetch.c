@@ -109,7 +109,9 @@ struct scimq_mpi_prefetch {
 
     pthread_t thread;
     bool started;
-    pid_t agent_pid; /* watched, or 0 */
+    int bell_fd;           /* the agent's doorbell (doorbell.h), or -1 */
+    uint64_t bell_read_ns; /* a read in flight since: rung again each ms */
+    pid_t agent_pid;       /* watched, or 0 */
     uint64_t next_liveness_ns;
 
     /* Progress thread only. */
@@ -155,6 +157,7 @@ scimq__prefetch_open(const struct scimq_mpi_prefetch_cfg *cfg,
         return SCIMQ_ENOMEM;
     pf->cfg = *cfg;
     pf->held = -1;
+    pf->bell_fd = -1;
     pf->depth = cfg->depth < 0 ? 1 : cfg->depth;
     pf->nbuf = (cfg->depth < 0 ? SCIMQ_MPI_PREFETCH_AUTO_MAX : cfg->depth) + 1;
     pthread_mutex_init(&pf->lock, NULL);
@@ -225,6 +228,14 @@ scimq__prefetch_start(struct scimq_mpi_prefetch *pf,
     rc = scimq__fabric_av_insert(&pf->fab, ai->addr, &pf->agent_fa);
     if (rc != 0)
         return rc;
+    /* An agent that cannot wait on its completion queue sleeps until its
+     * ranks ring (only those of its host can: the others use a provider
+     * with a wait object, tcp;ofi_rxm). */
+    if (ai->doorbell[0] != '\0' && agent_local) {
+        pf->bell_fd = scimq__doorbell_connect(ai->doorbell);
+        if (pf->bell_fd < 0)
+            return pf->bell_fd;
+    }
     pf->nrecv = pf->nbuf + EXTRA_RECV;
     pf->recv_size =
         (SCIMQ_MPI_CTRL_LEN + SCIMQ_MPI_META_MAX + ai->inline_max + 63) &
@@ -572,6 +583,8 @@ send_pending(struct scimq_mpi_prefetch *pf)
         op->busy = true;
         did = true;
     }
+    if (did && pf->bell_fd >= 0)
+        scimq__doorbell_ring(pf->bell_fd);
     return did;
 }
 
@@ -609,12 +622,28 @@ idle(struct scimq_mpi_prefetch *pf, unsigned int *spins)
 {
     struct timespec ts;
     uint64_t ns;
-    bool urgent;
+    bool urgent, reading;
 
     pthread_mutex_lock(&pf->lock);
-    urgent = reads_busy_locked(pf) ||
+    reading = reads_busy_locked(pf);
+    urgent = reading ||
              (pf->app_waiting && pf->ready_n == 0 && *spins < URGENT_SPINS);
     pthread_mutex_unlock(&pf->lock);
+    /* A read that does not complete at once (shm without CMA, or any
+     * protocol where the target side must progress it) rings the agent's
+     * doorbell every millisecond, so a sleeping agent moves it along. */
+    if (pf->bell_fd >= 0) {
+        uint64_t now = reading ? scimq__mpi_now_ns() : 0;
+
+        if (!reading)
+            pf->bell_read_ns = 0;
+        else if (pf->bell_read_ns == 0)
+            pf->bell_read_ns = now;
+        else if (now - pf->bell_read_ns > 1000000u) {
+            scimq__doorbell_ring(pf->bell_fd);
+            pf->bell_read_ns = now;
+        }
+    }
     if (urgent)
         (*spins)++;
     ns = urgent ? 0 : scimq__mpi_backoff_ns(spins);
@@ -874,6 +903,8 @@ scimq__prefetch_close(struct scimq_mpi_prefetch *pf)
     scimq__fabric_mr_dereg(&pf->recv_mr);
     scimq__fabric_mr_dereg(&pf->buf_mr);
     scimq__fabric_close(&pf->fab);
+    if (pf->bell_fd >= 0)
+        close(pf->bell_fd);
     if (pf->area != NULL)
         munmap(pf->area, pf->area_len);
     free(pf->bufs);

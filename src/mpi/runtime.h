@@ -40,6 +40,7 @@
 
 #include <scimq/mpi.h>
 
+#include "doorbell.h"
 #include "fabric.h"
 
 #define SCIMQ_MPI_CTRL_MAGIC 0x53514d43u /* "SQMC" */
@@ -145,6 +146,9 @@ struct scimq_mpi_agent_info {
     int32_t credits_max; /* credits + messages a rank may hold: P_max + 1 */
     int32_t pid;         /* the agent's process (liveness) */
     int32_t rc;          /* the agent's start-up result */
+    /* The agent's doorbell (doorbell.h), for ranks of its host to ring
+     * after control messages; empty when its completion queue wakes it. */
+    char doorbell[SCIMQ_DOORBELL_NAME_MAX];
 };
 
 struct scimq_mpi_agent;

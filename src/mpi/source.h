@@ -30,6 +30,11 @@ struct scimq_mpi_source_ops {
     int (*open)(const struct scimq_mpi_source_cfg *cfg, void **src_p);
     /* Never waits: 0 and *m_p, SCIMQ_EAGAIN, SCIMQ_EOS, or an error. */
     int (*get)(void *src, scimq_message_t **m_p);
+    /* A descriptor that becomes readable when get() may return something
+     * other than SCIMQ_EAGAIN (the agent sleeps on it with poll()), or -1
+     * (the agent then looks again every millisecond).  The agent empties
+     * it with read() before it calls get(); NULL: -1. */
+    int (*wait_fd)(void *src);
     /* how: SCIMQ_SRC_*; the message stays to be freed. */
     int (*settle)(void *src, scimq_message_t *m, int how);
     int (*extend)(void *src, scimq_message_t *m, uint32_t lease_ms);
