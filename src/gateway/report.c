@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "common/net.h" /* wan (issue 15): buffers the kernel cut */
 #include "report.h"
 
 /* Resident set size from /proc/self/statm (bytes; 0 if unknown). */
@@ -59,6 +60,18 @@ gw_report_stats(struct gateway *gw, const scimq_proto_str_t *queue)
                   gw->n_workers);
 
     gw_connreg_json(&gw->conns, root);
+    /* wan (issue 15): sockets whose explicit net_sndbuf / net_rcvbuf the
+     * kernel cut (capped at net.core.wmem_max / rmem_max, src/common/net.c),
+     * and the caps now. */
+    json_object_set_new(
+        root, "net",
+        json_pack(
+            "{s:I, s:I, s:I}", "buffers_short",
+            (json_int_t) scimq__net_buffers_short(), "wmem_max",
+            (json_int_t) scimq__net_sysctl_long("/proc/sys/net/core/wmem_max"),
+            "rmem_max",
+            (json_int_t) scimq__net_sysctl_long(
+                "/proc/sys/net/core/rmem_max")));
     json_object_set_new(
         root, "limits",
         json_pack("{s:I, s:i, s:i, s:i, s:i, s:I}", "nofile",
