@@ -21,6 +21,7 @@
 
 #include <scimq/error.h>
 
+#include "common/net.h" /* wan (issue 15): scimq__sock_limit */
 #include "http_tcp.h"
 
 /* A dump is read in pieces of this size; one piece holds dozens of
@@ -117,6 +118,22 @@ annotate_one(struct peer_entry *peers, const struct nlmsghdr *nh, uint16_t port)
                               ? INT64_MAX
                               : ti->tcpi_delivery_rate),
             "congestion", cong));
+    /* wan (issue 15): what held the sender back, from TCP_INFO's busy,
+     * receive-window-limited and send-buffer-limited times (usec). */
+    {
+        json_t *t = json_object_get(e->conn, "tcp");
+
+        json_object_set_new(t, "busy_us",
+                            json_integer((json_int_t) ti->tcpi_busy_time));
+        json_object_set_new(t, "rwnd_limited_us",
+                            json_integer((json_int_t) ti->tcpi_rwnd_limited));
+        json_object_set_new(t, "sndbuf_limited_us",
+                            json_integer((json_int_t) ti->tcpi_sndbuf_limited));
+        json_object_set_new(t, "limited",
+                            json_string(scimq__sock_limit(
+                                ti->tcpi_busy_time, ti->tcpi_rwnd_limited,
+                                ti->tcpi_sndbuf_limited)));
+    }
     return 1;
 }
 
