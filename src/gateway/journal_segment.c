@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -35,8 +36,7 @@ gw_jseg_init(struct gw_jseg *s)
 void
 gw_jseg_fini(struct gw_jseg *s)
 {
-    if (s->fd >= 0)
-        close(s->fd);
+    gw_jseg_close(s);
     free(s->buf);
     s->fd = -1;
     s->buf = NULL;
@@ -62,15 +62,46 @@ gw_jseg_open(struct gw_jseg *s, const char *path, uint64_t seg)
     s->seg = seg;
     s->size = s->written = s->base = 0;
     s->fill = 0;
+    /* Through the page cache, delayed allocation already does it. */
+    s->reserved = s->direct ? 0 : UINT64_MAX;
     return 0;
+}
+
+/* Reserves file space up to at least end (see GW_JSEG_RESERVE).  Advice:
+ * where the file system cannot, writes allocate as they go. */
+static void
+reserve(struct gw_jseg *s, uint64_t end)
+{
+    uint64_t len;
+
+    if (end <= s->reserved || s->reserved == UINT64_MAX)
+        return;
+    len = end - s->reserved < GW_JSEG_RESERVE ? GW_JSEG_RESERVE
+                                              : ROUND_UP(end - s->reserved);
+    if (fallocate(s->fd, FALLOC_FL_KEEP_SIZE, (off_t) s->reserved,
+                  (off_t) len) != 0) {
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_INFO, GATEWAY, 3600000,
+                         "journal: segment %016llx: no space reserved ahead "
+                         "(%s); writes allocate it",
+                         (unsigned long long) s->seg, strerror(errno));
+        s->reserved = UINT64_MAX;
+        return;
+    }
+    s->reserved += len;
 }
 
 /* Writes iov[0..n) at off, whole. */
 static int
-pwrite_all(int fd, struct iovec *iov, int n, uint64_t off)
+pwrite_all(struct gw_jseg *s, struct iovec *iov, int n, uint64_t off)
 {
+    uint64_t end = off;
+
+    for (int i = 0; i < n; i++)
+        end += iov[i].iov_len;
+    reserve(s, end);
     while (n > 0) {
-        ssize_t w = pwritev(fd, iov, n > IOV_MAX ? IOV_MAX : n, (off_t) off);
+        ssize_t w =
+            pwritev(s->fd, iov, n > IOV_MAX ? IOV_MAX : n, (off_t) off);
 
         if (w < 0 && errno == EINTR)
             continue;
@@ -108,7 +139,7 @@ put(struct gw_jseg *s, const uint8_t *p, uint64_t len)
         len -= n;
         if (s->fill == GW_JSEG_BUF) {
             struct iovec iov = {s->buf, GW_JSEG_BUF};
-            int rc = pwrite_all(s->fd, &iov, 1, s->base);
+            int rc = pwrite_all(s, &iov, 1, s->base);
 
             if (rc != 0)
                 return rc;
@@ -159,7 +190,7 @@ gw_jseg_append(struct gw_jseg *s, const uint8_t *hdr, size_t hdr_len,
     whole = ROUND_DOWN(data_len);
     iov[0] = (struct iovec){s->buf, s->fill};
     iov[1] = (struct iovec){(void *) data, (size_t) whole};
-    rc = pwrite_all(s->fd, s->fill > 0 ? iov : iov + 1, s->fill > 0 ? 2 : 1,
+    rc = pwrite_all(s, s->fill > 0 ? iov : iov + 1, s->fill > 0 ? 2 : 1,
                     s->base);
     if (rc != 0)
         return rc;
@@ -181,7 +212,7 @@ gw_jseg_flush(struct gw_jseg *s)
         return 0;
     }
     memset(s->buf + s->fill, 0, len - s->fill);
-    rc = pwrite_all(s->fd, &iov, 1, s->base);
+    rc = pwrite_all(s, &iov, 1, s->base);
     if (rc != 0)
         return rc;
     /* The partial last block stays: later records complete it. */
@@ -218,7 +249,17 @@ gw_jseg_abandon(struct gw_jseg *s)
 void
 gw_jseg_close(struct gw_jseg *s)
 {
-    if (s->fd >= 0)
-        close(s->fd);
+    struct stat st;
+
+    if (s->fd < 0)
+        return;
+    /* Truncating to its own size frees the space reserved beyond it. */
+    if (s->reserved != 0 && s->reserved != UINT64_MAX &&
+        (fstat(s->fd, &st) != 0 || ftruncate(s->fd, st.st_size) != 0))
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 10000,
+                         "journal: segment %016llx keeps the space reserved "
+                         "beyond its end: %s",
+                         (unsigned long long) s->seg, strerror(errno));
+    close(s->fd);
     s->fd = -1;
 }

@@ -33,6 +33,14 @@
 #define GW_JSEG_DIRECT_MIN (64u * 1024)
 /* Bytes gathered before they are written (a multiple of GW_JSEG_ALIGN). */
 #define GW_JSEG_BUF (1024u * 1024)
+/*
+ * With O_DIRECT, file space is reserved this far ahead of the writes
+ * (fallocate, KEEP_SIZE: the file's size stays what was written): a direct
+ * write into unallocated space allocates its blocks in the write itself,
+ * which measured about 1.3-1.8x slower on ext4 here.  Closing the segment
+ * gives back what was reserved beyond its end.
+ */
+#define GW_JSEG_RESERVE (64u * 1024 * 1024)
 
 struct gw_jseg {
     int fd;           /* -1: none open */
@@ -42,6 +50,7 @@ struct gw_jseg {
     uint64_t written; /* of which written to the file (flush, seal) */
     uint64_t base;    /* file offset of buf[0], a multiple of ALIGN */
     size_t fill;      /* bytes in buf: size - base */
+    uint64_t reserved; /* file bytes reserved (fallocate); UINT64_MAX: no */
     uint8_t *buf;     /* GW_JSEG_BUF bytes, ALIGN-aligned */
 };
 

@@ -332,7 +332,7 @@ test_segment_writer(void)
     struct gw_jrec_block bl = {"d", 1, 4}, bbl = {"image", 5, big_len};
     struct gw_recovery_report rep;
     struct gw_actions out = {NULL, NULL};
-    uint64_t off_small, off_big, off_last, flushed_size;
+    uint64_t off_small, off_big, off_last, flushed_size, sealed_size;
     struct gw_jseg w;
     struct gw_broker *b;
     struct gw_action *a;
@@ -388,7 +388,16 @@ test_segment_writer(void)
     CU_ASSERT(gw_jseg_seal(&w) == 0);
     CU_ASSERT(w.size % GW_JSEG_ALIGN == 0 && w.written == w.size);
     CU_ASSERT(stat(path, &st) == 0 && (uint64_t) st.st_size == w.size);
+    sealed_size = w.size;
+    /* Direct writes go into space reserved ahead (file systems with
+     * O_DIRECT here also have fallocate); closing gives it back. */
+    if (w.direct) {
+        CU_ASSERT(w.reserved != UINT64_MAX && w.reserved >= GW_JSEG_RESERVE);
+        CU_ASSERT((uint64_t) st.st_blocks * 512 >= GW_JSEG_RESERVE);
+    }
     gw_jseg_close(&w);
+    CU_ASSERT(stat(path, &st) == 0 && (uint64_t) st.st_size == sealed_size);
+    CU_ASSERT((uint64_t) st.st_blocks * 512 < GW_JSEG_RESERVE / 2);
     gw_jseg_fini(&w);
 
     /* The bytes read back where the writer said they are. */
