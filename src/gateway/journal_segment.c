@@ -100,8 +100,7 @@ pwrite_all(struct gw_jseg *s, struct iovec *iov, int n, uint64_t off)
         end += iov[i].iov_len;
     reserve(s, end);
     while (n > 0) {
-        ssize_t w =
-            pwritev(s->fd, iov, n > IOV_MAX ? IOV_MAX : n, (off_t) off);
+        ssize_t w = pwritev(s->fd, iov, n > IOV_MAX ? IOV_MAX : n, (off_t) off);
 
         if (w < 0 && errno == EINTR)
             continue;
