@@ -42,9 +42,11 @@ enum scimq_param_type {
     X(PROTO_MAX_PAYLOAD, "proto_max_payload", SIZE, "1GiB",                    \
       "largest message payload accepted")                                      \
     X(NET_SNDBUF, "net_sndbuf", SIZE, "0",                                     \
-      "socket send buffer (>= bandwidth-delay product); 0: kernel autotuning") \
+      "socket send buffer; 0 (best): kernel autotuning, which setting it "     \
+      "turns off; capped at net.core.wmem_max")                                \
     X(NET_RCVBUF, "net_rcvbuf", SIZE, "0",                                     \
-      "socket receive buffer (>= bandwidth-delay product); 0: autotuning")     \
+      "socket receive buffer; 0 (best): kernel autotuning, which setting it "  \
+      "turns off; capped at net.core.rmem_max")                                \
     X(NET_CONGESTION, "net_congestion", STR, "",                               \
       "TCP congestion control per socket (cubic, bbr, reno); empty: system")   \
     X(GATEWAY_LISTEN, "gateway_listen", STR, "127.0.0.1:7470",                 \
