@@ -1,8 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 #
-# CPU the runtime's threads take from the ranks' cores: the agent thread
-# (scimq-agent) and the ranks' progress threads (scimq-prefetch), summed
+# CPU the runtime's threads take from the ranks' cores: the agent's
+# threads (scimq-agent, and its gateway receiver scimq-agent-rx where it
+# has one) and the ranks' progress threads (scimq-prefetch), summed
 # from /proc/PID/task/TID/stat over a window, as a percentage of one core:
 #
 #   idle  RANKS ranks of scimq-mpi-recv on an empty queue;
@@ -87,11 +88,12 @@ done
 export SCIMQ_URL="scimq://$(cat "$work/port")"
 hz=$(getconf CLK_TCK)
 
-# ticks NAME: CPU ticks (user + system) of every thread called NAME.
+# ticks NAME...: CPU ticks (user + system) of every thread called NAME.
 ticks() {
     t=0
     for f in /proc/[0-9]*/task/[0-9]*; do
-        [ "$(cat "$f/comm" 2> /dev/null)" = "$1" ] || continue
+        c=$(cat "$f/comm" 2> /dev/null) || continue
+        case " $* " in *" $c "*) ;; *) continue ;; esac
         v=$(awk '{print $14 + $15}' "$f/stat" 2> /dev/null) || continue
         t=$((t + ${v:-0}))
     done
@@ -100,9 +102,11 @@ ticks() {
 
 # window: percent of a core of each thread kind over $secs seconds.
 window() {
-    a0=$(ticks scimq-agent) p0=$(ticks scimq-prefetch) t0=$(date +%s.%N)
+    a0=$(ticks scimq-agent scimq-agent-rx) p0=$(ticks scimq-prefetch)
+    t0=$(date +%s.%N)
     sleep "$secs"
-    a1=$(ticks scimq-agent) p1=$(ticks scimq-prefetch) t1=$(date +%s.%N)
+    a1=$(ticks scimq-agent scimq-agent-rx) p1=$(ticks scimq-prefetch)
+    t1=$(date +%s.%N)
     echo "$a0 $a1 $p0 $p1 $t0 $t1 $hz" | awk '{d = $6 - $5;
         printf "%.2f %.2f\n", 100 * ($2 - $1) / $7 / d, 100 * ($4 - $3) / $7 / d}'
 }
