@@ -2,8 +2,8 @@
 /*
  * Socket buffers (src/common/net.c): an explicit buffer above the kernel's
  * cap is read back, counted and warned about, naming the sysctl to raise;
- * buffers left at 0 are never touched (autotuning stays on); the name of
- * what limited a sender, from TCP_INFO's times.
+ * buffers left at 0 are never touched (autotuning stays on); what held a
+ * sender back, from TCP_INFO's times.
  *
  * The caps (net.core.wmem_max / rmem_max) are global and not writable from
  * a namespace: the test reads the current ones and asks for more, and never
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <netinet/in.h>
@@ -174,41 +175,55 @@ test_limit_names(void)
     CU_ASSERT_STRING_EQUAL(scimq__sock_limit(1000000, 500000, 300000), "rwnd");
 }
 
+/*
+ * A sender whose peer does not read: it is busy and held back by the
+ * receive window or its own send buffer, never by congestion control, and
+ * TCP_INFO says so (the kernel adds the stall still running when asked).
+ */
 static void
-test_sock_info_fields(void)
+test_sock_info_stalled_sender(void)
 {
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof(a);
     struct scimq_sock_info si;
-    static char data[1 << 20];
-    int l = tcp_socket(), c = tcp_socket(), s;
+    static char data[1 << 16];
+    int l = tcp_socket(), c = tcp_socket(), s, small = 16384;
+    struct timespec pause = {.tv_nsec = 50 * 1000 * 1000};
     size_t sent = 0;
+    const char *limit;
 
+    /* A small receive buffer (inherited by the accepted socket) closes
+     * the window after a few segments. */
+    CU_ASSERT_FATAL(
+        setsockopt(l, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) == 0);
     CU_ASSERT_FATAL(bind(l, (struct sockaddr *) &a, sizeof(a)) == 0);
     CU_ASSERT_FATAL(listen(l, 1) == 0);
     CU_ASSERT_FATAL(getsockname(l, (struct sockaddr *) &a, &len) == 0);
     CU_ASSERT_FATAL(connect(c, (struct sockaddr *) &a, sizeof(a)) == 0);
     CU_ASSERT_FATAL((s = accept(l, NULL, NULL)) >= 0);
-    /* 4 MiB one way, read on the other: the sender was busy, delivered
-     * something and saw an RTT. */
-    for (int i = 0; i < 4; i++) {
+    /* Write until the kernel takes no more (bounded: 4096 x 64 KiB). */
+    for (int i = 0; i < 4096; i++) {
         ssize_t n = send(c, data, sizeof(data), MSG_DONTWAIT);
 
-        if (n > 0)
-            sent += (size_t) n;
-        while (recv(s, data, sizeof(data), MSG_DONTWAIT) > 0)
-            ;
+        if (n <= 0)
+            break;
+        sent += (size_t) n;
     }
-    CU_ASSERT(sent > 0);
+    CU_ASSERT_FATAL(sent > 0);
+    nanosleep(&pause, NULL);
     CU_ASSERT_EQUAL(scimq__sock_info(c, &si), 0);
     CU_ASSERT(si.sndbuf > 0 && si.rcvbuf > 0);
     CU_ASSERT(si.cwnd > 0);
     CU_ASSERT(si.rtt_us > 0);
-    CU_ASSERT(si.busy_us > 0);
-    CU_ASSERT(si.delivery_rate > 0);
+    /* Stalled for the 50 ms at least. */
+    CU_ASSERT(si.busy_us >= 40000);
+    CU_ASSERT(si.rwnd_limited_us + si.sndbuf_limited_us >= 40000);
     CU_ASSERT(si.rwnd_limited_us <= si.busy_us);
     CU_ASSERT(si.sndbuf_limited_us <= si.busy_us);
+    limit =
+        scimq__sock_limit(si.busy_us, si.rwnd_limited_us, si.sndbuf_limited_us);
+    CU_ASSERT(strcmp(limit, "rwnd") == 0 || strcmp(limit, "sndbuf") == 0);
     close(s);
     close(c);
     close(l);
@@ -220,7 +235,7 @@ static const struct scimq_cunit_test buffer_tests[] = {
     {"a buffer above the cap is counted and warned, naming the sysctl",
      test_above_cap_warns, 1},
     {"what limited a sender", test_limit_names, 1},
-    {"TCP_INFO fields of a socket", test_sock_info_fields, 1},
+    {"TCP_INFO of a stalled sender", test_sock_info_stalled_sender, 1},
     {NULL, NULL, 0}};
 
 static const struct scimq_cunit_suite suites[] = {
