@@ -1031,6 +1031,20 @@ scimq_client_session_version(scimq_client_t *c)
     return v;
 }
 
+/* (helper "mpi", issue 12) */
+uint64_t
+scimq_client_max_payload(scimq_client_t *c)
+{
+    uint64_t v;
+
+    if (c == NULL)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    v = c->max_payload;
+    pthread_mutex_unlock(&c->lock);
+    return v;
+}
+
 /* 0 while some subscription may still deliver; else EOS or its error. */
 static int
 subs_ended(struct scimq_client *c)
