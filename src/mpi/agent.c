@@ -17,17 +17,25 @@
  * every millisecond while one of its sends is in flight or when nothing
  * can wake it.
  *
- * Credits: the client subscribes with one credit per pool slot, so a
- * message only arrives when a slot is free for it; a slot comes back when
- * the rank that processed its message says DONE (and the message is
- * acknowledged to the gateway).
+ * Pool and credit: the pool is one registered region of CHUNK-sized
+ * chunks; a message takes as many contiguous chunks as its block table
+ * room and payload need (slot_alloc(), first fit from a roving start),
+ * and its "slot" is the number of its first chunk.  The client asks the
+ * gateway for credit by bytes (a window of at most SCIMQ_MPI_CREDIT_BYTES,
+ * half the pool) with a message count bounded by what the pool holds of
+ * the smallest messages, so that what is in flight always fits (see
+ * agent_size()).  Chunks come back when the rank that processed their
+ * message says DONE (and the message is acknowledged to the gateway).
  *
- * Size: a slot holds at most slot_size - SCIMQ_MPI_SLOT_META payload bytes
- * (SCIMQ_MPI_MAX_MESSAGE rounded up), and so does a rank's buffer.  The
- * agent states that limit to libscimq, which tells a version-2 gateway
- * (which then never sends a larger message) and otherwise dead-letters a
- * larger delivery itself (NACK requeue=0).  A larger message is never
- * requeued: it would come back to this agent forever.
+ * Size: the largest message comes from the gateway (WELCOME max_payload,
+ * scimq_client_max_payload()), bounded by the pool budget
+ * (SCIMQ_MPI_POOL_BYTES: a slot for each message the node's ranks may
+ * hold) or by SCIMQ_MPI_MAX_MESSAGE when that is set; the ranks size their
+ * buffers from the agent's choice (info->slot_size).  The agent states
+ * the limit to libscimq, which tells a version-2 gateway (which then never
+ * sends a larger message: it dead-letters one no consumer can take) and
+ * otherwise dead-letters a larger delivery itself (NACK requeue=0).  A
+ * larger message is never requeued: it would come back here forever.
  *
  * Leases: libscimq extends the lease of every message the agent holds
  * (in the pool, ready or assigned) every half ack timeout, up to
@@ -57,14 +65,27 @@
 #include <scimq/error.h>
 
 #include "common/log.h"
+#include "common/param.h"
 #include "common/topo.h"
 #include "doorbell.h"
 #include "protocol/wire.h"
 #include "runtime.h"
 #include "source.h"
 
+/* Pool chunk: the unit of allocation (a payload, its block table and an
+ * inline header take whole chunks). */
+#define CHUNK (64u << 10)
+/* Credit window in bytes, unless SCIMQ_MPI_CREDIT_BYTES says otherwise:
+ * bandwidth x delay of a long-haul link with room to spare. */
+#define CREDIT_BYTES_DEFAULT (64ull << 20)
+/* Pool budget when neither SCIMQ_MPI_POOL_BYTES nor SCIMQ_MPI_MAX_MESSAGE
+ * is set (then the largest message is what this budget allows). */
+#define POOL_BYTES_DEFAULT (256ull << 20)
+
+/* One per chunk; a message's state lives in its first chunk's entry. */
 struct agent_slot {
     bool allocated;       /* holds (or receives) a payload */
+    uint32_t run;         /* first chunk: chunks the allocation takes */
     uint32_t alloc_gen;   /* names one allocation (see slot_free) */
     scimq_message_t *msg; /* after scimq_client_get() */
     int rank;             /* assigned to, or -1 */
@@ -82,8 +103,11 @@ struct scimq_mpi_agent {
     char bell_name[SCIMQ_DOORBELL_NAME_MAX];
     struct scimq_fabric_mr pool_mr, ops_mr;
     uint8_t *pool;
-    size_t pool_len, slot_size;
-    uint32_t nslots;
+    size_t pool_len;
+    size_t slot_size;     /* a rank's buffer: block table room + largest */
+    uint64_t max_payload; /* the largest message taken */
+    uint32_t nslots;      /* chunks */
+    uint32_t rover;       /* where the next first-fit search starts */
     struct agent_slot *slots;
     pthread_mutex_t slot_lock; /* allocated flags: client I/O thread too */
     uint32_t *ready;           /* FIFO of slots got but not assigned */
@@ -119,38 +143,73 @@ struct scimq_mpi_agent {
 /* Pool slots (payload_alloc / payload_release of the client)               */
 /* ------------------------------------------------------------------------ */
 
+/* The first of need free chunks in a row within [from, to), or -1. */
+static int64_t
+find_run_locked(const struct scimq_mpi_agent *a, uint32_t from, uint32_t to,
+                uint32_t need)
+{
+    uint32_t run = 0;
+
+    for (uint32_t i = from; i < to; i++) {
+        run = a->slots[i].allocated ? 0 : run + 1;
+        if (run == need)
+            return (int64_t) i + 1 - need;
+    }
+    return -1;
+}
+
 static int
 slot_alloc(void *arg, uint64_t len, void **buf_p, void **ctx_p)
 {
     struct scimq_mpi_agent *a = arg;
     int rc = SCIMQ_ENOBUFS;
 
-    if (len > a->slot_size - SCIMQ_MPI_SLOT_META) {
+    uint32_t need;
+    int64_t first;
+
+    if (len > a->max_payload) {
         /* libscimq dead-letters it (NACK requeue=0): say so once. */
         if (!atomic_exchange(&a->too_large_logged, true))
             SCIMQ_LOG_ERROR(MPI,
                             "agent: a message of %" PRIu64 " bytes is larger "
-                            "than the pool slots (%zu bytes): dead-lettered, "
-                            "not requeued; raise SCIMQ_MPI_MAX_MESSAGE to take "
-                            "such messages",
-                            len, a->slot_size - SCIMQ_MPI_SLOT_META);
+                            "than the ranks take (%" PRIu64 " bytes): "
+                            "dead-lettered, not requeued; raise "
+                            "SCIMQ_MPI_POOL_BYTES or SCIMQ_MPI_MAX_MESSAGE to "
+                            "take such messages",
+                            len, a->max_payload);
         return SCIMQ_EMSGSIZE;
     }
+    need = (uint32_t) ((SCIMQ_MPI_SLOT_META + len + CHUNK - 1) / CHUNK);
     pthread_mutex_lock(&a->slot_lock);
-    for (uint32_t i = 0; i < a->nslots; i++) {
-        if (a->slots[i].allocated)
-            continue;
-        a->slots[i].allocated = true;
-        a->slots[i].alloc_gen++;
-        *buf_p = a->pool + (size_t) i * a->slot_size + SCIMQ_MPI_SLOT_META;
-        *ctx_p =
-            (void *) (uintptr_t) (((uint64_t) a->slots[i].alloc_gen << 32) |
-                                  (i + 1));
+    /* First fit from the rover, then from the start (a run never wraps). */
+    first = find_run_locked(a, a->rover, a->nslots, need);
+    if (first < 0)
+        first = find_run_locked(a, 0, a->nslots, need);
+    if (first >= 0) {
+        struct agent_slot *s = &a->slots[first];
+
+        for (uint32_t j = (uint32_t) first; j < (uint32_t) first + need; j++)
+            a->slots[j].allocated = true;
+        s->run = need;
+        s->alloc_gen++;
+        a->rover =
+            (uint32_t) first + need < a->nslots ? (uint32_t) first + need : 0;
+        *buf_p = a->pool + (size_t) first * CHUNK + SCIMQ_MPI_SLOT_META;
+        *ctx_p = (void *) (uintptr_t) (((uint64_t) s->alloc_gen << 32) |
+                                       (uint64_t) (first + 1));
         rc = 0;
-        break;
     }
     pthread_mutex_unlock(&a->slot_lock);
     return rc;
+}
+
+/* Frees the chunks of the allocation that starts at chunk i; locked. */
+static void
+run_free_locked(struct scimq_mpi_agent *a, uint32_t i)
+{
+    for (uint32_t j = i; j < i + a->slots[i].run && j < a->nslots; j++)
+        a->slots[j].allocated = false;
+    a->slots[i].run = 0;
 }
 
 static uint32_t
@@ -169,7 +228,7 @@ slot_release(void *arg, void *buf, void *ctx)
     pthread_mutex_lock(&a->slot_lock);
     /* A slot freed early by slot_free() may already hold the next one. */
     if (a->slots[i].alloc_gen == (uint32_t) ((uintptr_t) ctx >> 32))
-        a->slots[i].allocated = false;
+        run_free_locked(a, i);
     pthread_mutex_unlock(&a->slot_lock);
 }
 
@@ -181,7 +240,7 @@ static void
 slot_free(struct scimq_mpi_agent *a, uint32_t i)
 {
     pthread_mutex_lock(&a->slot_lock);
-    a->slots[i].allocated = false;
+    run_free_locked(a, i);
     a->slots[i].alloc_gen++;
     pthread_mutex_unlock(&a->slot_lock);
 }
@@ -287,8 +346,7 @@ send_ctrl(struct scimq_mpi_agent *a, int rank, const struct scimq_mpi_ctrl *msg)
 static uint32_t
 write_meta(struct scimq_mpi_agent *a, uint32_t slot, const scimq_message_t *m)
 {
-    uint8_t *payload =
-        a->pool + (size_t) slot * a->slot_size + SCIMQ_MPI_SLOT_META;
+    uint8_t *payload = a->pool + (size_t) slot * CHUNK + SCIMQ_MPI_SLOT_META;
     uint8_t tmp[SCIMQ_MPI_SLOT_META];
     size_t len = 4;
     uint32_t n = m->block_count < SCIMQ_MPI_MAX_BLOCKS ? m->block_count
@@ -323,8 +381,7 @@ assign(struct scimq_mpi_agent *a, int rank, uint32_t slot)
 {
     struct agent_slot *s = &a->slots[slot];
     struct scimq_mpi_ctrl msg;
-    uint8_t *payload =
-        a->pool + (size_t) slot * a->slot_size + SCIMQ_MPI_SLOT_META;
+    uint8_t *payload = a->pool + (size_t) slot * CHUNK + SCIMQ_MPI_SLOT_META;
     uint64_t len;
     int rc;
 
@@ -708,12 +765,101 @@ agent_main(void *arg)
 /* Life cycle                                                                */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * Sizes and builds the pool once the gateway's largest message is known
+ * (gateway_max, 0: unknown), and says what credit to ask for.
+ *
+ *   largest   SCIMQ_MPI_MAX_MESSAGE if set, else what the budget allows
+ *             (a buffer for each of the P + 2 messages each rank of the
+ *             node may hold or have ready, whole 2 MiB pages); never more
+ *             than the gateway takes anyway;
+ *   pool      SCIMQ_MPI_POOL_BYTES if set, else (with MAX_MESSAGE) those
+ *             P + 2 buffers per rank, else 256 MiB; at least one largest;
+ *   credit    at most half the pool in bytes (64 MiB, or
+ *             SCIMQ_MPI_CREDIT_BYTES, at most) but one largest message at
+ *             least, and a message count of an eighth of the chunks: what
+ *             is in flight then takes at most about 63 % of the pool,
+ *             whatever the mix of sizes, and first fit finds room.
+ */
+static int
+agent_size(void *arg, uint64_t gateway_max, struct scimq_mpi_source_credit *cr)
+{
+    struct scimq_mpi_agent *a = arg;
+    scimq_mpi_t *ctx = a->ctx;
+    size_t page = (size_t) sysconf(_SC_PAGESIZE), huge = 2u << 20;
+    uint64_t per_rank = ctx->opt.slots_per_rank, budget = ctx->opt.pool_bytes;
+    uint64_t max = ctx->opt.max_message, window;
+    const char *e = getenv("SCIMQ_MPI_CREDIT_BYTES");
+
+    if (max == 0) {
+        uint64_t room = (budget != 0 ? budget : POOL_BYTES_DEFAULT) /
+                        ((uint64_t) a->nranks * per_rank);
+
+        room &= ~(uint64_t) (huge - 1);
+        max = (room > huge ? room : huge) - SCIMQ_MPI_SLOT_META;
+    }
+    if (gateway_max != 0 && gateway_max < max)
+        max = gateway_max;
+    a->max_payload = max;
+    a->slot_size = scimq__mpi_slot_size(max);
+    if (budget == 0)
+        budget = ctx->opt.max_message != 0
+                     ? (uint64_t) a->nranks * per_rank * a->slot_size
+                     : POOL_BYTES_DEFAULT;
+    if (budget < SCIMQ_MPI_SLOT_META + max)
+        budget = SCIMQ_MPI_SLOT_META + max;
+    a->nslots = (uint32_t) ((budget + CHUNK - 1) / CHUNK);
+    a->pool_len = (size_t) a->nslots * CHUNK;
+
+    /* 2 MiB aligned so that transparent huge pages can back it; bound near
+     * the NIC and touched now, because first-touch page faults are slow
+     * and must not happen on the data path. */
+    a->pool = mmap(NULL, a->pool_len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (a->pool == MAP_FAILED) {
+        a->pool = NULL;
+        return SCIMQ_ENOMEM;
+    }
+    (void) madvise(a->pool, a->pool_len, MADV_HUGEPAGE);
+    scimq__topo_membind_near_nic(a->pool, a->pool_len);
+    for (size_t off = 0; off < a->pool_len; off += page)
+        a->pool[off] = 0;
+    a->slots = calloc(a->nslots, sizeof(*a->slots));
+    a->ready = calloc(a->nslots, sizeof(*a->ready));
+    if (a->slots == NULL || a->ready == NULL)
+        return SCIMQ_ENOMEM;
+    for (uint32_t i = 0; i < a->nslots; i++)
+        a->slots[i].rank = -1;
+
+    window = CREDIT_BYTES_DEFAULT;
+    if (e != NULL && e[0] != '\0' &&
+        (scimq__parse_size(e, &window) != 0 || window == 0)) {
+        SCIMQ_LOG_ERROR(MPI, "SCIMQ_MPI_CREDIT_BYTES: '%s' is not a size", e);
+        return SCIMQ_ECONFIG;
+    }
+    if (window > a->pool_len / 2)
+        window = a->pool_len / 2;
+    if (window < max)
+        window = max;
+    cr->bytes = window;
+    cr->messages = a->nslots / 8 > 0 ? a->nslots / 8 : 1;
+    cr->max_payload = max;
+    SCIMQ_LOG_INFO(
+        MPI,
+        "agent: largest message %" PRIu64 " bytes (%s%s), pool "
+        "%zu bytes for %d ranks, credit %" PRIu64 " bytes / %u messages",
+        max,
+        ctx->opt.max_message != 0 ? "SCIMQ_MPI_MAX_MESSAGE" : "pool budget",
+        gateway_max != 0 && gateway_max == max ? ", the gateway's" : "",
+        a->pool_len, a->nranks, cr->bytes, cr->messages);
+    return scimq__fabric_mr_reg(&a->fab, a->pool, a->pool_len, 1, &a->pool_mr);
+}
+
 int
 scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
                     struct scimq_mpi_agent_info *info)
 {
     struct scimq_mpi_agent *a = calloc(1, sizeof(*a));
-    size_t page = (size_t) sysconf(_SC_PAGESIZE);
     int rc;
 
     if (a == NULL)
@@ -733,46 +879,9 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
         }
     }
 
-    /* The pool: slots of SLOT_META + max_message, 2 MiB aligned so that
-     * transparent huge pages can back them; bound near the NIC and touched
-     * now, because first-touch page faults are slow and must not happen
-     * on the data path. */
-    a->slot_size = scimq__mpi_slot_size(ctx->opt.max_message);
-    a->nslots = (uint32_t) a->nranks * ctx->opt.slots_per_rank;
-    if (ctx->opt.pool_bytes != 0 &&
-        (uint64_t) a->nslots * a->slot_size > ctx->opt.pool_bytes) {
-        uint64_t fit = ctx->opt.pool_bytes / a->slot_size;
-
-        a->nslots = fit > 0 ? (uint32_t) fit : 1;
-        SCIMQ_LOG_INFO(MPI,
-                       "agent: pool budget %" PRIu64 " bytes: %u slots of "
-                       "%zu bytes for %d ranks%s",
-                       ctx->opt.pool_bytes, a->nslots, a->slot_size, a->nranks,
-                       a->nslots < (uint32_t) a->nranks
-                           ? " (fewer than ranks: they take turns)"
-                           : "");
-    }
     a->credits_max =
         (ctx->prefetch < 0 ? SCIMQ_MPI_PREFETCH_AUTO_MAX : ctx->prefetch) + 1;
     a->inline_max = ctx->inline_max;
-    a->pool_len = a->slot_size * a->nslots;
-    a->pool = mmap(NULL, a->pool_len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (a->pool == MAP_FAILED) {
-        a->pool = NULL;
-        rc = SCIMQ_ENOMEM;
-        goto fail;
-    }
-    (void) madvise(a->pool, a->pool_len, MADV_HUGEPAGE);
-    scimq__topo_membind_near_nic(a->pool, a->pool_len);
-    for (size_t off = 0; off < a->pool_len; off += page)
-        a->pool[off] = 0;
-    rc = scimq__fabric_mr_reg(&a->fab, a->pool, a->pool_len, 1, &a->pool_mr);
-    if (rc != 0)
-        goto fail;
-
-    a->slots = calloc(a->nslots, sizeof(*a->slots));
-    a->ready = calloc(a->nslots, sizeof(*a->ready));
     a->rank_fa = calloc((size_t) a->nranks, sizeof(*a->rank_fa));
     a->rank_pid = calloc((size_t) a->nranks, sizeof(*a->rank_pid));
     a->want = calloc((size_t) a->nranks, sizeof(*a->want));
@@ -783,11 +892,9 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
     a->ops = calloc((size_t) (a->nrecv + a->nsend), sizeof(*a->ops));
     a->arrived = calloc((size_t) a->nrecv, sizeof(*a->arrived));
     rc = SCIMQ_ENOMEM;
-    if (!a->slots || !a->ready || !a->rank_fa || !a->rank_pid || !a->want ||
-        !a->assigned || !a->gone || !a->ops || !a->arrived)
+    if (!a->rank_fa || !a->rank_pid || !a->want || !a->assigned || !a->gone ||
+        !a->ops || !a->arrived)
         goto fail;
-    for (uint32_t i = 0; i < a->nslots; i++)
-        a->slots[i].rank = -1;
     rc = scimq__fabric_mr_reg(&a->fab, a->ops,
                               (size_t) (a->nrecv + a->nsend) * sizeof(*a->ops),
                               2, &a->ops_mr);
@@ -800,9 +907,8 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
             .queue = ctx->queue,
             .token_file = ctx->token_file,
             .streams = ctx->opt.streams,
-            .credits = a->nslots,
-            .max_payload = a->slot_size - SCIMQ_MPI_SLOT_META,
             .max_hold_ms = ctx->opt.max_hold_ms,
+            .sized = agent_size,
             .alloc = slot_alloc,
             .release = slot_release,
             .alloc_arg = a,
@@ -815,6 +921,14 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
         if (rc != 0) {
             a->src = NULL;
             goto fail;
+        }
+        /* A source that knows no gateway limit (the benchmark's). */
+        if (a->pool == NULL) {
+            struct scimq_mpi_source_credit cr;
+
+            rc = agent_size(a, 0, &cr);
+            if (rc != 0)
+                goto fail;
         }
     }
 

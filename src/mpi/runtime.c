@@ -180,10 +180,12 @@ options_resolve(scimq_mpi_t *ctx, const scimq_mpi_options_t *in)
             e != NULL && scimq__parse_size(e, &v) == 0 && v > 0 && v <= 64
                 ? (uint32_t) v
                 : 2;
+    /* 0: the gateway's, within the pool budget (agent.c, agent_size()). */
     e = getenv("SCIMQ_MPI_MAX_MESSAGE");
-    if (ctx->opt.max_message == 0)
-        ctx->opt.max_message =
-            e != NULL && scimq__parse_size(e, &v) == 0 && v > 0 ? v : 16u << 20;
+    if (ctx->opt.max_message == 0 && e != NULL && e[0] != '\0' &&
+        (scimq__parse_size(e, &ctx->opt.max_message) != 0 ||
+         ctx->opt.max_message == 0))
+        return SCIMQ_ECONFIG;
     e = env_or(ctx->opt.prefetch, "SCIMQ_MPI_PREFETCH", "1");
     if (strcmp(e, "auto") == 0)
         ctx->prefetch = -1;
@@ -624,13 +626,14 @@ scimq_mpi_node(const scimq_mpi_t *ctx, int *node_p, int *node_rank_p,
     return 0;
 }
 
-/* This rank's endpoint and buffers (prefetch.c). */
+/* This rank's endpoint and buffers (prefetch.c), as large as its agent's
+ * largest message. */
 static int
 rank_open(scimq_mpi_t *ctx)
 {
     struct scimq_mpi_prefetch_cfg cfg = {
         .provider = ctx->provider,
-        .max_message = ctx->opt.max_message,
+        .max_message = ctx->ai.slot_size - SCIMQ_MPI_SLOT_META,
         .depth = ctx->prefetch,
         .node_rank = (uint32_t) ctx->node_rank,
         .world_rank = ctx->rank,
@@ -689,10 +692,8 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
     if (rc != 0)
         goto out;
 
-    /* Every rank's endpoint; then the agent on each node's first rank. */
-    rc = agree(ctx->comm, rank_open(ctx));
-    if (rc != 0)
-        goto out;
+    /* The agent on each node's first rank (it learns the largest message
+     * from the gateway), then every rank's endpoint and buffers. */
     if (ctx->node_rank == 0)
         ctx->ai.rc = scimq__agent_create(ctx, &ctx->agent, &ctx->ai);
     if (MPI_Bcast(&ctx->ai, sizeof(ctx->ai), MPI_BYTE, 0, ctx->node_comm) !=
@@ -701,6 +702,9 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
         goto out;
     }
     rc = agree(ctx->comm, ctx->ai.rc);
+    if (rc != 0)
+        goto out;
+    rc = agree(ctx->comm, rank_open(ctx));
     if (rc != 0)
         goto out;
 

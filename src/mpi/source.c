@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The gateway as an agent's message source: one libscimq session of S
- * streams, payloads received straight into pool slots (payload_alloc),
- * one credit per slot, the largest message stated before the first GET,
+ * streams, payloads received straight into the pool (payload_alloc), a
+ * credit window in bytes and messages that the agent chooses once it
+ * knows the gateway's largest message (WELCOME), that largest message
+ * stated before the first GET,
  * leases extended while messages are held (auto_extend, up to
  * max_hold_ms).
  *
@@ -104,6 +106,7 @@ gw_open(const struct scimq_mpi_source_cfg *cfg, void **src_p)
     scimq_client_options_t co;
     scimq_client_t *c = NULL;
     struct gw_source *g;
+    struct scimq_mpi_source_credit cr;
     int rc;
 
     scimq_client_options_default(&co);
@@ -122,8 +125,12 @@ gw_open(const struct scimq_mpi_source_cfg *cfg, void **src_p)
                         scimq_strerror(rc));
         return rc;
     }
-    /* The largest message a slot (and a rank) takes, before the first GET. */
-    rc = scimq_client_limit(c, cfg->queue, cfg->max_payload);
+    /* The pool is sized from the gateway's largest message. */
+    rc = cfg->sized(cfg->alloc_arg, scimq_client_max_payload(c), &cr);
+    if (rc != 0)
+        goto fail;
+    /* The largest message a rank takes, before the first GET. */
+    rc = scimq_client_limit(c, cfg->queue, cr.max_payload);
     if (rc != 0) {
         SCIMQ_LOG_ERROR(MPI, "agent: cannot state the message limit on %s: %s",
                         cfg->queue, scimq_strerror(rc));
@@ -135,10 +142,10 @@ gw_open(const struct scimq_mpi_source_cfg *cfg, void **src_p)
                        "and cannot be told the largest message (%" PRIu64
                        " bytes): larger ones are dead-lettered here (NACK "
                        "requeue=0)",
-                       scimq_client_session_version(c), cfg->max_payload);
-    /* One credit per slot: a message arrives only when a slot is free. */
-    rc = scimq_client_subscribe(c, cfg->queue, cfg->credits,
-                                (uint64_t) cfg->credits * cfg->max_payload);
+                       scimq_client_session_version(c), cr.max_payload);
+    /* Credit by bytes (and a generous count): what is in flight fits the
+     * pool (agent.c). */
+    rc = scimq_client_subscribe(c, cfg->queue, cr.messages, cr.bytes);
     if (rc != 0) {
         SCIMQ_LOG_ERROR(MPI, "agent: cannot consume %s: %s", cfg->queue,
                         scimq_strerror(rc));
@@ -151,7 +158,7 @@ gw_open(const struct scimq_mpi_source_cfg *cfg, void **src_p)
     }
     g->c = c;
     g->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    g->cap = cfg->credits + 1;
+    g->cap = cr.messages + 1;
     g->fifo = calloc(g->cap, sizeof(*g->fifo));
     pthread_mutex_init(&g->lock, NULL);
     if (g->efd < 0 || g->fifo == NULL ||

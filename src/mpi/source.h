@@ -12,12 +12,23 @@
 
 #include <scimq/client.h>
 
+/* What the agent asks of the gateway, once it has sized its pool. */
+struct scimq_mpi_source_credit {
+    uint64_t bytes;       /* payload bytes in flight at most */
+    uint32_t messages;    /* messages in flight at most */
+    uint64_t max_payload; /* the largest message taken */
+};
+
 struct scimq_mpi_source_cfg {
     const char *url, *queue, *token_file;
     uint32_t streams;
-    uint32_t credits;     /* messages held at once: one per pool slot */
-    uint64_t max_payload; /* the largest a slot takes */
     uint64_t max_hold_ms; /* lease extension bound (libscimq auto_extend) */
+    /* Called by open() once the gateway said its largest message
+     * (gateway_max, 0 if unknown), before anything is received: the agent
+     * builds its pool and fills in the credit.  Returns 0 or an error,
+     * which open() returns. */
+    int (*sized)(void *arg, uint64_t gateway_max,
+                 struct scimq_mpi_source_credit *cr);
     /* The agent's slot allocator: every payload goes into a pool slot. */
     int (*alloc)(void *arg, uint64_t len, void **buf_p, void **ctx_p);
     void (*release)(void *arg, void *buf, void *ctx);

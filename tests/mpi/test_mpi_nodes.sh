@@ -80,8 +80,10 @@ SCIMQ_MPI_RANKS_PER_NODE=2 SCIMQ_MPI_POOL_BYTES=2MiB SCIMQ_MPI_AGENT_CORE=0 \
     { tail -20 "$workdir/$q.err" >&2; fail "pool budget run failed"; }
 expect_eq "budget: verified" "$count" "$(json_get "$workdir/$q.json" .verified)"
 expect_eq "budget: duplicates" 0 "$(json_get "$workdir/$q.json" .duplicates)"
-expect_eq "budget: agents with one slot" 2 \
-    "$(grep -c 'pool budget 2097152 bytes: 1 slots' "$workdir/$q.err")"
+# A 2 MiB pool holds one 1 MiB message: a credit of 1 MiB.
+expect_eq "budget: agents with a 2 MiB pool and 1 MiB of credit" 2 \
+    "$(grep -c 'pool 2097152 bytes for 2 ranks, credit 1048576 bytes' \
+        "$workdir/$q.err")"
 expect_eq "budget: agents on CPU 0" 2 "$(grep -c 'agent: on CPU 0' "$workdir/$q.err")"
 # A setting that is not one: every rank refuses to start, saying so.
 SCIMQ_MPI_PREFETCH=many mpi_run 120 "$workdir/bad.json" "$workdir/bad.err" \

@@ -50,7 +50,9 @@ typedef struct scimq_mpi_options {
     /** Agent TCP streams to the gateway; 0: $SCIMQ_MPI_STREAMS, else 2. */
     uint32_t streams;
     /** Largest message a rank can receive (pool slot and rank buffer);
-     *  0: $SCIMQ_MPI_MAX_MESSAGE, else 16 MiB. */
+     *  0: $SCIMQ_MPI_MAX_MESSAGE, else the gateway's largest
+     *  (WELCOME max_payload) within the pool budget
+     *  ($SCIMQ_MPI_POOL_BYTES, 256 MiB: P + 2 messages per rank). */
     uint64_t max_message;
     /** Pool slots per rank on the node; 0: $SCIMQ_MPI_SLOTS_PER_RANK, else
      *  the prefetch depth + 2 (what a rank may hold, and one ready). */
