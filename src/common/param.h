@@ -133,7 +133,11 @@ enum scimq_param_type {
     X(GATEWAY_HTTP_CACHE_MS, "gateway_http_cache_ms", INT, "1000",             \
       "HTTP: a statistics snapshot is reused for this long")                   \
     X(PROTO_DATASUM, "proto_datasum", BOOL, "false",                           \
-      "send a CRC32C of every payload (receivers always verify one)")
+      "send a CRC32C of every payload (receivers always verify one)")          \
+    X(PROTO_MAX_VERSION, "proto_max_version", INT, "3",                        \
+      "highest SciMP session version a client offers, a gateway chooses")      \
+    X(CLIENT_COALESCE_US, "client_coalesce_us", INT, "20",                     \
+      "longest a client frame waits for others to share its write (us)")
 
 enum scimq_param_id {
 #define SCIMQ_PARAM_ENUM(id, name, type, def, help) SCIMQ_PARAM_##id,
