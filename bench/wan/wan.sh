@@ -26,13 +26,18 @@
 #   bench/wan/wan.sh [BUILDDIR] [--rtt 10,50] [--loss 0.01] [--streams 4]
 #       [--cc cubic] [--size 16MiB] [--bytes 256MiB] [--rounds 3]
 #       [--rate 1gbit] [--queue-ms 20] [--memory-limit 1GiB] [--json FILE]
-#       [--full]
+#       [--tcp-mem-max BYTES] [--set NAME=VALUE]... [--full]
 #
 #   --rtt MS,...       round-trip times (ms), each split over both ways
 #   --loss PCT,...     random loss, percent of producer -> gateway packets
 #   --streams K,...    parallel TCP streams (scimq-send --streams, iperf3 -P)
 #   --cc NAME,...      congestion control of the producer's sockets
 #                      (SCIMQ_NET_CONGESTION, iperf3 -C): cubic, bbr, reno
+#   --tcp-mem-max B    the last field of tcp_rmem and tcp_wmem (how far
+#                      autotuning may grow a buffer) in both namespaces
+#                      (per namespace: the host's stay as they are)
+#   --set NAME=VALUE   a SciMQ setting for the gateway, producer and
+#                      consumer, e.g. --set SCIMQ_NET_SNDBUF=12500000
 #   --full             the issue's matrix: RTT 10,50, loss 0.01,0.1, K 4,16,
 #                      cubic, 16 MiB messages, 2 GiB per round, 5 rounds
 #
@@ -52,6 +57,7 @@ case ${1:-} in
 esac
 rtts=10,50 losses=0.01 streams_list=4 ccs=cubic size=16MiB bytes=256MiB
 rounds=3 rate=1gbit queue_ms=20 mem_limit=1GiB json_out=''
+tcp_mem_max='' scimq_env=''
 
 usage() {
     sed -n '/^#   bench\/wan/,/^set -eu/p' "$0" | sed -e '/^set -eu/d' \
@@ -84,6 +90,16 @@ while [ $# -gt 0 ]; do
     --queue-ms) queue_ms=$2 ;;
     --memory-limit) mem_limit=$2 ;;
     --json) json_out=$2 ;;
+    --tcp-mem-max) tcp_mem_max=$2 ;;
+    --set)
+        case $2 in
+        SCIMQ_*=*) scimq_env="$scimq_env $2" ;;
+        *)
+            echo "wan: --set takes SCIMQ_NAME=VALUE, not $2" >&2
+            exit 2
+            ;;
+        esac
+        ;;
     *)
         usage >&2
         exit 2
@@ -184,6 +200,13 @@ for n in "$nsp:$ifp" "$nsg:$ifg"; do
         > /dev/null 2>&1 || die "ethtool -K ${n#*:}: cannot turn offloads off"
     ip netns exec "${n%%:*}" iptables -t raw -A PREROUTING -i "${n#*:}" \
         -j NFQUEUE --queue-num 0 || die "iptables NFQUEUE in ${n%%:*}"
+    if [ -n "$tcp_mem_max" ]; then
+        for f in tcp_rmem tcp_wmem; do
+            ip netns exec "${n%%:*}" sh -c "set -- \$(cat /proc/sys/net/ipv4/$f)
+                echo \"\$1 \$2 $tcp_mem_max\" > /proc/sys/net/ipv4/$f" ||
+                die "cannot set $f in ${n%%:*}"
+        done
+    fi
 done
 
 # link_set RTT_MS LOSS: the rate limits and fresh delay lines.
@@ -219,7 +242,7 @@ link_set() {
 # The gateway, once for the run, on the "g" side of the link.
 umask 077
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
-ip netns exec "$nsg" "$gwbin" --listen "$addrg:0" --port-file "$work/port" \
+ip netns exec "$nsg" env $scimq_env "$gwbin" --listen "$addrg:0" --port-file "$work/port" \
     --token-file "$work/token" --memory-limit "$mem_limit" \
     > "$work/gateway.out" 2>&1 &
 pids="$pids $!"
@@ -250,11 +273,12 @@ scimq_round() {
     local q=wan.$2.$RANDOM st=0 res ok
     ing "$ctl" queue create "$q" --guaranteed > /dev/null ||
         die "cannot create $q"
-    ip netns exec "$nsg" timeout --kill-after=10 "$limit" "$recv" \
-        --queue "$q" --streams "$3" --verify --until-eos --expect "$count" \
+    ip netns exec "$nsg" env $scimq_env timeout --kill-after=10 "$limit" \
+        "$recv" --queue "$q" --streams "$3" --verify --until-eos --expect "$count" \
         > "$work/consumer.json" 2> "$work/consumer.err" &
     consumer=$!
-    SCIMQ_NET_CONGESTION=$4 inp timeout --kill-after=10 "$limit" "$send" \
+    inp env $scimq_env SCIMQ_NET_CONGESTION="$4" timeout --kill-after=10 \
+        "$limit" "$send" \
         --queue "$q" --streams "$3" --synthetic --size "$nbytes" \
         --count "$count" --close > "$work/producer.json" \
         2> "$work/producer.err" || st=$?
@@ -316,6 +340,7 @@ emit() { # CASE ROUND VALUE UNIT REFERENCE SERIES
         "RTT/2 each way, random loss producer -> gateway; tcp_rmem" \
         "$(inp cat /proc/sys/net/ipv4/tcp_rmem | tr '\t' ' '), tcp_wmem" \
         "$(inp cat /proc/sys/net/ipv4/tcp_wmem | tr '\t' ' ')"
+    [ -z "$scimq_env" ] || echo "SciMQ settings:$scimq_env"
     echo "per round: $count x $size ($((vol >> 20)) MiB), SciMQ" \
         "(producer's MiB/s, first PUT to last PUT_OK, every message" \
         "verified) and iperf3 -n, same K; $rounds rounds, order alternating"
@@ -326,7 +351,9 @@ for rtt in ${rtts//,/ }; do
         link_set "$rtt" "$loss"
         for cc in ${ccs//,/ }; do
             for k in ${streams_list//,/ }; do
-                case_="RTT=${rtt}ms loss=${loss}% $cc K=$k"
+                # No "%" in a case: bench/plot gives case names to gnuplot
+                # as formats.
+                case_="RTT=${rtt}ms loss=${loss}pct $cc K=$k"
                 : > "$work/scimq"
                 : > "$work/iperf3"
                 : > "$work/rtt"
