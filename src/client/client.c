@@ -375,6 +375,7 @@ client_free(struct scimq_client *c)
         scimq__msg_ctx_detach(c->mctx);
     free(c->streams);
     free(c->pending);
+    scimq__msg_acks_free(c);
     free(c->addrs);
     free(c->client_name);
     free(c->congestion);
@@ -483,6 +484,7 @@ loop_setup(struct scimq_client *c)
         goto fail_async;
     }
     c->tick.data = c;
+    scimq__conn_flush_init(c);
     for (; inited < c->nstreams; inited++) {
         rc = scimq__conn_init(c, &c->streams[inited], inited);
         if (rc < 0)
@@ -493,6 +495,9 @@ loop_setup(struct scimq_client *c)
 fail_streams:
     for (uint16_t i = 0; i < inited; i++)
         uv_close((uv_handle_t *) &c->streams[i].timer, NULL);
+    uv_close((uv_handle_t *) &c->flush_prepare, NULL);
+    uv_close((uv_handle_t *) &c->flush_check, NULL);
+    uv_close((uv_handle_t *) &c->flush_idle, NULL);
     uv_close((uv_handle_t *) &c->tick, NULL);
 fail_async:
     uv_close((uv_handle_t *) &c->wakeup, NULL);
@@ -611,6 +616,9 @@ scimq_client_open(const char *url, const scimq_client_options_t *opts,
 fail_loop:
     for (uint16_t i = 0; i < c->nstreams; i++)
         uv_close((uv_handle_t *) &c->streams[i].timer, NULL);
+    uv_close((uv_handle_t *) &c->flush_prepare, NULL);
+    uv_close((uv_handle_t *) &c->flush_check, NULL);
+    uv_close((uv_handle_t *) &c->flush_idle, NULL);
     uv_close((uv_handle_t *) &c->tick, NULL);
     uv_close((uv_handle_t *) &c->wakeup, NULL);
     uv_run(&c->loop, UV_RUN_DEFAULT);

@@ -162,7 +162,14 @@ struct stream {
 
     /* Writing. */
     struct scimq_list inflight; /* ops written here, waiting for a reply */
-    uint64_t unconfirmed;       /* PUT bytes waiting for PUT_OK here */
+    /* Ops gathered for this stream's next write (plain TCP): written in
+     * one writev per loop turn, or once client_coalesce_us have passed
+     * since the first of them (conn.c). */
+    struct op **outq;
+    size_t outq_n, outq_cap;
+    uint64_t outq_bytes;
+    uint64_t outq_since_ns;
+    uint64_t unconfirmed; /* PUT bytes waiting for PUT_OK here */
 };
 
 /*
@@ -181,6 +188,10 @@ struct sub {
     uint64_t debt_bytes;
     bool eos; /* EOS received: closed and drained */
     int err;  /* the gateway failed a GET for it (queue deleted) */
+    /* Session version 3: credit given back by settlements gathered since
+     * the I/O thread last sent them, as one GET (see c->acks). */
+    uint32_t topup_msgs;
+    uint64_t topup_bytes;
     /*
      * Lease keeping: the queue's ack timeout (0: unknown, or best-effort:
      * nothing to keep) and its unsettled deliveries (struct msg.hold_link)
@@ -269,6 +280,10 @@ struct scimq_client {
     uint8_t version;        /* session version of the session; 0: none yet */
     uint32_t epoch;         /* bumped when a new session replaces a lost one */
     atomic_uint_fast64_t next_rid;
+    /* Session version 3: deliveries ACKed since the I/O thread last sent
+     * them; it sends them as ACK_RANGE frames once per loop turn. */
+    uint64_t *acks;
+    size_t n_acks, acks_cap;
     uint64_t extends_sent; /* EXTENDs of auto_extend */
     uint64_t late_settles; /* ACK/NACK after the lease expired */
 
@@ -276,6 +291,13 @@ struct scimq_client {
     uv_loop_t loop;
     uv_async_t wakeup;
     uv_timer_t tick;
+    /* Gathered writes go out before the loop polls and after it handled
+     * I/O; the idle handle keeps it from blocking while a write waits for
+     * company (client_coalesce_us). */
+    uv_prepare_t flush_prepare;
+    uv_check_t flush_check;
+    uv_idle_t flush_idle;
+    uint64_t coalesce_ns;
     pthread_t thread;
     struct stream *streams;
     uint16_t nstreams;
@@ -362,8 +384,15 @@ void scimq__conn_fini(struct stream *s);
 void scimq__conn_start(struct stream *s);
 /* Drops the stream: closes the socket, hands its ops back to the session. */
 void scimq__conn_fail(struct stream *s, int rc);
-/* Writes op's iovecs on s.  Returns 0 or an error (s is then failed). */
+/*
+ * Queues op's iovecs for s's next write (see struct stream.outq).  Returns
+ * 0 or an error (s is then failed).
+ */
 int scimq__conn_write(struct stream *s, struct op *op);
+/* Writes what every stream gathered (prepare/check/idle handles). */
+void scimq__conn_flush_all(struct scimq_client *c, bool force);
+/* Starts the flush handles of c's loop (unreferenced). */
+void scimq__conn_flush_init(struct scimq_client *c);
 /* Sends BYE and waits for the answer (close). */
 void scimq__conn_bye(struct stream *s);
 /* True when s has a socket (connecting, handshaking, up or closing). */
@@ -405,6 +434,14 @@ void scimq__msg_extend_due(struct scimq_client *c, uint64_t now_ns);
 void scimq__msg_unhold_all(struct scimq_client *c);
 /* Takes the deliveries of sub out of its held list (lock held). */
 void scimq__sub_unhold(struct sub *sub);
+
+/*
+ * I/O thread: sends the ACKs and credit top-ups gathered since the last
+ * call (session version 3) as ACK_RANGE frames and one GET per queue.
+ */
+void scimq__msg_flush_acks(struct scimq_client *c);
+/* Frees the gathered ACKs (close; lock not held). */
+void scimq__msg_acks_free(struct scimq_client *c);
 
 /* Frees a message the caller never saw (no credit top-up). */
 void scimq__msg_destroy(struct msg *m);

@@ -99,6 +99,9 @@ scimq__conn_fini(struct stream *s)
     scimq__msg_payload_drop(s->c, s);
     scimq_proto_decoder_destroy(s->dec);
     s->dec = NULL;
+    free(s->outq);
+    s->outq = NULL;
+    s->outq_n = s->outq_cap = 0;
 }
 
 /* Socket options: the caller's, or the param table's where left at 0. */
@@ -171,6 +174,138 @@ conn_tls_flush(struct stream *s)
     return 0;
 }
 
+/*
+ * One write of gathered ops: their iovecs back to back, and the ops to
+ * complete when it is done.
+ */
+struct conn_batch {
+    uv_write_t req;
+    struct stream *s;
+    size_t n;
+    struct op *ops[];
+};
+
+/* Gathered writes wait no longer than this many ops or bytes. */
+#define CLIENT_BATCH_OPS 256u
+#define CLIENT_BATCH_BYTES (256u << 10)
+
+static void
+on_batch_write(uv_write_t *req, int status)
+{
+    struct conn_batch *b = (struct conn_batch *) req;
+
+    for (size_t i = 0; i < b->n; i++)
+        scimq__session_write_done(b->s->c, b->s, b->ops[i], status);
+    free(b);
+}
+
+/* Writes s's gathered ops in one uv_write.  0 or an error. */
+static int
+conn_flush(struct stream *s)
+{
+    struct conn_batch *b;
+    uv_buf_t *bufs;
+    size_t nbufs = 0, n = s->outq_n;
+    int rc;
+
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        nbufs += s->outq[i]->iovcnt;
+    b = malloc(sizeof(*b) + n * sizeof(b->ops[0]) + nbufs * sizeof(*bufs));
+    if (b == NULL)
+        return SCIMQ_ENOMEM;
+    bufs = (uv_buf_t *) (void *) (b->ops + n);
+    b->s = s;
+    b->n = n;
+    nbufs = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct op *op = s->outq[i];
+
+        b->ops[i] = op;
+        for (unsigned int k = 0; k < op->iovcnt; k++)
+            bufs[nbufs++] = uv_buf_init(op->iov[k].iov_base,
+                                        (unsigned int) op->iov[k].iov_len);
+    }
+    s->outq_n = 0;
+    s->outq_bytes = 0;
+    /* libuv copies the array of buffers; the bytes stay the ops'. */
+    rc = uv_write(&b->req, (uv_stream_t *) &s->tcp, bufs, (unsigned int) nbufs,
+                  on_batch_write);
+    if (rc < 0) {
+        for (size_t i = 0; i < n; i++)
+            b->ops[i]->writing = false;
+        free(b);
+        return scimq__err_from_errno(-rc);
+    }
+    return 0;
+}
+
+/* Only keeps the loop from blocking in poll; the check handle flushes. */
+static void
+on_flush_idle(uv_idle_t *h)
+{
+    (void) h;
+}
+
+void
+scimq__conn_flush_all(struct scimq_client *c, bool force)
+{
+    uint64_t now = c->coalesce_ns > 0 && !force ? uv_hrtime() : 0;
+    bool waiting = false;
+
+    for (uint16_t i = 0; i < c->nstreams; i++) {
+        struct stream *s = &c->streams[i];
+        int rc;
+
+        if (s->outq_n == 0)
+            continue;
+        if (now != 0 && now - s->outq_since_ns < c->coalesce_ns &&
+            s->outq_n < CLIENT_BATCH_OPS &&
+            s->outq_bytes < CLIENT_BATCH_BYTES) {
+            waiting = true; /* others may still come to share it */
+            continue;
+        }
+        rc = conn_flush(s);
+        if (rc < 0)
+            scimq__conn_fail(s, rc);
+    }
+    if (waiting)
+        uv_idle_start(&c->flush_idle, on_flush_idle);
+    else
+        uv_idle_stop(&c->flush_idle);
+}
+
+static void
+on_flush_prepare(uv_prepare_t *h)
+{
+    scimq__conn_flush_all(h->data, false);
+}
+
+static void
+on_flush_check(uv_check_t *h)
+{
+    scimq__conn_flush_all(h->data, false);
+}
+
+void
+scimq__conn_flush_init(struct scimq_client *c)
+{
+    int64_t us = scimq__param_int(SCIMQ_PARAM_CLIENT_COALESCE_US);
+
+    c->coalesce_ns = us > 0 ? (uint64_t) us * 1000u : 0;
+    uv_prepare_init(&c->loop, &c->flush_prepare);
+    c->flush_prepare.data = c;
+    uv_prepare_start(&c->flush_prepare, on_flush_prepare);
+    uv_unref((uv_handle_t *) &c->flush_prepare);
+    uv_check_init(&c->loop, &c->flush_check);
+    c->flush_check.data = c;
+    uv_check_start(&c->flush_check, on_flush_check);
+    uv_unref((uv_handle_t *) &c->flush_check);
+    uv_idle_init(&c->loop, &c->flush_idle);
+    c->flush_idle.data = c;
+}
+
 int
 scimq__conn_write(struct stream *s, struct op *op)
 {
@@ -180,7 +315,25 @@ scimq__conn_write(struct stream *s, struct op *op)
     op->wreq.data = op;
     op->stream = s;
     op->writing = true;
-    if (s->tls != NULL) {
+    if (s->tls == NULL) {
+        if (s->outq_n == s->outq_cap) {
+            size_t cap = s->outq_cap ? 2 * s->outq_cap : 64;
+            struct op **q = realloc(s->outq, cap * sizeof(*q));
+
+            if (q == NULL) {
+                op->writing = false;
+                return SCIMQ_ENOMEM;
+            }
+            s->outq = q;
+            s->outq_cap = cap;
+        }
+        if (s->outq_n == 0)
+            s->outq_since_ns = uv_hrtime();
+        s->outq[s->outq_n++] = op;
+        s->outq_bytes += op->frame_len;
+        return 0;
+    }
+    {
         /* Encrypted as one buffer; the op's bytes stay as they are (a
          * resend on another stream encrypts them again). */
         size_t len;
@@ -203,10 +356,6 @@ scimq__conn_write(struct stream *s, struct op *op)
         cbuf = uv_buf_init((char *) op->cipher, (unsigned int) scimq__tls_take(
                                                     s->tls, op->cipher, len));
         rc = uv_write(&op->wreq, (uv_stream_t *) &s->tcp, &cbuf, 1, on_write);
-    } else {
-        /* libuv copies the array of buffers; the bytes stay the op's. */
-        rc = uv_write(&op->wreq, (uv_stream_t *) &s->tcp, (uv_buf_t *) op->iov,
-                      op->iovcnt, on_write);
     }
     if (rc < 0) {
         free(op->cipher);
@@ -252,6 +401,14 @@ scimq__conn_fail(struct stream *s, int rc)
     if (c->creator == s)
         c->creator = NULL;
     uv_timer_stop(&s->timer);
+    /* What was gathered becomes a write that the close cancels, so its
+     * ops complete as every other unfinished write's do. */
+    if (conn_flush(s) < 0) {
+        for (size_t i = 0; i < s->outq_n; i++)
+            scimq__session_write_done(c, s, s->outq[i], UV_ECANCELED);
+        s->outq_n = 0;
+        s->outq_bytes = 0;
+    }
     /* Closing stops reading and cancels writes (their callbacks run). */
     if (!uv_is_closing((uv_handle_t *) &s->tcp))
         uv_close((uv_handle_t *) &s->tcp, on_tcp_closed);
@@ -302,6 +459,22 @@ conn_up(struct stream *s)
     scimq__session_stream_up(c, s);
 }
 
+/*
+ * The highest session version offered: proto_max_version, within what the
+ * library speaks (a lower one makes it speak as an older release would).
+ */
+static uint8_t
+offered_max(void)
+{
+    int64_t v = scimq__param_int(SCIMQ_PARAM_PROTO_MAX_VERSION);
+
+    if (v < SCIMQ_PROTO_SESSION_VERSION_MIN)
+        v = SCIMQ_PROTO_SESSION_VERSION_MIN;
+    if (v > SCIMQ_PROTO_SESSION_VERSION_MAX)
+        v = SCIMQ_PROTO_SESSION_VERSION_MAX;
+    return (uint8_t) v;
+}
+
 static int
 conn_send_hello(struct stream *s)
 {
@@ -312,7 +485,7 @@ conn_send_hello(struct stream *s)
     f.opcode = SCIMQ_PROTO_OP_HELLO;
     f.request_id = s->hello_rid = scimq__client_rid(c);
     f.args.hello.version_min = SCIMQ_PROTO_SESSION_VERSION_MIN;
-    f.args.hello.version_max = SCIMQ_PROTO_SESSION_VERSION_MAX;
+    f.args.hello.version_max = offered_max();
     f.args.hello.stream_index = s->index;
     f.args.hello.stream_count = c->nstreams;
     if (c->have_session)
@@ -337,11 +510,11 @@ conn_welcome(struct stream *s, const scimq_proto_frame_t *f)
     if (s->state != SS_HELLO || f->request_id != s->hello_rid)
         return SCIMQ_EPROTO;
     if (f->args.welcome.version < SCIMQ_PROTO_SESSION_VERSION_MIN ||
-        f->args.welcome.version > SCIMQ_PROTO_SESSION_VERSION_MAX) {
-        SCIMQ_LOG_ERROR(
-            CLIENT, "gateway chose session version %u, not one of %u..%u",
-            f->args.welcome.version, SCIMQ_PROTO_SESSION_VERSION_MIN,
-            SCIMQ_PROTO_SESSION_VERSION_MAX);
+        f->args.welcome.version > offered_max()) {
+        SCIMQ_LOG_ERROR(CLIENT,
+                        "gateway chose session version %u, not one of %u..%u",
+                        f->args.welcome.version,
+                        SCIMQ_PROTO_SESSION_VERSION_MIN, offered_max());
         return SCIMQ_EPROTO_VERSION;
     }
     if (f->args.welcome.stream_index != s->index ||

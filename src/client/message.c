@@ -288,6 +288,163 @@ topup_frame(struct scimq_client *c, const char *queue, uint64_t len,
 }
 
 /*
+ * Session version 3: an ACK joins the ones gathered for the I/O thread,
+ * and the credit it gives back joins its subscription's top-up (lock
+ * held).  The first one of a turn wakes the I/O thread.
+ */
+static int
+ack_gather(struct scimq_client *c, uint64_t delivery_id, const char *queue,
+           uint64_t len, uint32_t epoch, bool topup)
+{
+    scimq_proto_frame_t g;
+
+    if (c->loop_stopped)
+        return SCIMQ_ECANCELED;
+    if (c->dead != 0)
+        return c->dead;
+    if (c->n_acks == c->acks_cap) {
+        size_t cap = c->acks_cap ? 2 * c->acks_cap : 256;
+        uint64_t *a = realloc(c->acks, cap * sizeof(*a));
+
+        if (a == NULL)
+            return SCIMQ_ENOMEM;
+        c->acks = a;
+        c->acks_cap = cap;
+    }
+    c->acks[c->n_acks++] = delivery_id;
+    if (topup && epoch == c->epoch && topup_frame(c, queue, len, &g)) {
+        struct sub *sub = scimq__sub_find(c, queue, strlen(queue));
+
+        sub->topup_msgs += g.args.get.credit_msgs;
+        sub->topup_bytes += g.args.get.credit_bytes;
+    }
+    if (c->n_acks == 1)
+        uv_async_send(&c->wakeup);
+    return 0;
+}
+
+static int
+id_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * The ACK_RANGE frames of n sorted ids (duplicates dropped) into f, ranges
+ * into r (room for n).  Returns the number of frames.
+ */
+static size_t
+ack_frames(struct scimq_client *c, const uint64_t *ids, size_t n,
+           scimq_proto_range_t *r, scimq_proto_frame_t *f)
+{
+    size_t nf = 0, nr = 0;
+    uint64_t frame_ids = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        uint64_t id = ids[i];
+
+        if (nf > 0) {
+            scimq_proto_ranges_t *cur = &f[nf - 1].args.ack_range.ranges;
+            scimq_proto_range_t *last = &r[nr - 1];
+            uint64_t end = last->first + last->count; /* first id after */
+
+            if (id < end)
+                continue; /* the same id twice */
+            if (frame_ids < SCIMQ_PROTO_MAX_RANGE_IDS) {
+                frame_ids++;
+                if (id == end) {
+                    last->count++;
+                    continue;
+                }
+                if (cur->n < SCIMQ_PROTO_MAX_RANGES) {
+                    r[nr++] = (scimq_proto_range_t){id, 1};
+                    cur->n++;
+                    continue;
+                }
+            }
+        }
+        /* A frame of its own: the first, or the last one is full. */
+        memset(&f[nf], 0, sizeof(f[nf]));
+        f[nf].opcode = SCIMQ_PROTO_OP_ACK_RANGE;
+        f[nf].request_id = scimq__client_rid(c);
+        f[nf].args.ack_range.ranges.list = &r[nr];
+        f[nf].args.ack_range.ranges.n = 1;
+        r[nr++] = (scimq_proto_range_t){id, 1};
+        nf++;
+        frame_ids = 1;
+    }
+    return nf;
+}
+
+void
+scimq__msg_flush_acks(struct scimq_client *c)
+{
+    scimq_proto_frame_t *f = NULL;
+    scimq_proto_range_t *r = NULL;
+    struct scimq_list *e, *tmp;
+    struct op *op = NULL;
+    uint64_t *ids;
+    size_t n, nf, nsubs = 0;
+    int rc = SCIMQ_ENOMEM;
+
+    pthread_mutex_lock(&c->lock);
+    n = c->n_acks;
+    if (n == 0) {
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+    ids = c->acks;
+    c->acks = NULL;
+    c->n_acks = c->acks_cap = 0;
+    SCIMQ_LIST_FOREACH (e, tmp, &c->subs)
+        nsubs++;
+    f = calloc(n + nsubs, sizeof(*f));
+    r = calloc(n, sizeof(*r));
+    if (f != NULL && r != NULL) {
+        qsort(ids, n, sizeof(*ids), id_cmp);
+        nf = ack_frames(c, ids, n, r, f);
+        /* The credit after the settlements, as per-message top-ups are. */
+        SCIMQ_LIST_FOREACH (e, tmp, &c->subs) {
+            struct sub *sub = SCIMQ_CONTAINER_OF(e, struct sub, link);
+
+            if (sub->topup_msgs == 0 && sub->topup_bytes == 0)
+                continue;
+            f[nf].opcode = SCIMQ_PROTO_OP_GET;
+            f[nf].request_id = scimq__sub_rid(sub);
+            f[nf].args.get.credit_msgs = sub->topup_msgs;
+            f[nf].args.get.credit_bytes = sub->topup_bytes;
+            f[nf].args.get.queue.ptr = sub->queue;
+            f[nf].args.get.queue.len = (uint16_t) strlen(sub->queue);
+            sub->topup_msgs = 0;
+            sub->topup_bytes = 0;
+            nf++;
+        }
+        rc = scimq__op_frames(OP_SEND, f, nf, &op);
+    }
+    pthread_mutex_unlock(&c->lock);
+    free(f);
+    free(r);
+    free(ids);
+    if (rc < 0) {
+        /* Unsent ACKs only delay: the leases expire and redeliver. */
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, CLIENT, 10000,
+                         "cannot send %zu ACKs: %s", n, scimq_strerror(rc));
+        return;
+    }
+    scimq__session_submit(c, op);
+}
+
+void
+scimq__msg_acks_free(struct scimq_client *c)
+{
+    free(c->acks);
+    c->acks = NULL;
+    c->n_acks = c->acks_cap = 0;
+}
+
+/*
  * Sends the frames settling a delivery (first) and topping up its credit.
  * The op is built under the lock, since the GET points into the
  * subscription.
@@ -303,6 +460,15 @@ settle_send(struct scimq_client *c, uint64_t delivery_id, const char *queue,
     int rc = 0;
 
     memset(f, 0, sizeof(f));
+    if (opcode == SCIMQ_PROTO_OP_ACK) {
+        pthread_mutex_lock(&c->lock);
+        if (c->version >= SCIMQ_PROTO_SESSION_VERSION_RANGES) {
+            rc = ack_gather(c, delivery_id, queue, len, epoch, topup);
+            pthread_mutex_unlock(&c->lock);
+            return rc;
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
     if (opcode != 0) {
         f[0].opcode = (uint8_t) opcode;
         f[0].request_id = scimq__client_rid(c);

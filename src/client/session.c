@@ -326,6 +326,14 @@ scimq__session_frame(struct scimq_client *c, struct stream *s,
         if (op != NULL && op->kind == OP_PUT)
             reply(c, op, 0, f->args.put_ok.msg_id, NULL);
         return 0;
+    case SCIMQ_PROTO_OP_PUT_OK_RANGE:
+        /* Session version 3: the PUT_OKs of consecutive requests. */
+        for (uint32_t i = 0; i < f->args.put_ok_range.count; i++) {
+            op = pending_find(c, f->request_id + i);
+            if (op != NULL && op->kind == OP_PUT)
+                reply(c, op, 0, f->args.put_ok_range.msg_id + i, NULL);
+        }
+        return 0;
     case SCIMQ_PROTO_OP_OK:
         op = pending_find(c, f->request_id);
         if (op != NULL && op->kind == OP_REQUEST) {
@@ -709,6 +717,11 @@ maybe_finalize(struct scimq_client *c)
 
     for (uint16_t i = 0; i < c->nstreams; i++)
         uv_close((uv_handle_t *) &c->streams[i].timer, NULL);
+    /* Whatever is still gathered is written (or cancelled) first. */
+    scimq__conn_flush_all(c, true);
+    uv_close((uv_handle_t *) &c->flush_prepare, NULL);
+    uv_close((uv_handle_t *) &c->flush_check, NULL);
+    uv_close((uv_handle_t *) &c->flush_idle, NULL);
     uv_close((uv_handle_t *) &c->tick, NULL);
     uv_close((uv_handle_t *) &c->wakeup, NULL);
     if (c->open_op != NULL) {
@@ -779,6 +792,9 @@ scimq__session_wakeup(uv_async_t *async)
     pthread_mutex_lock(&c->lock);
     scimq_list_splice(&todo, &c->cmds);
     pthread_mutex_unlock(&c->lock);
+    /* ACKs gathered before these ops were posted go first (a close after
+     * them says BYE after them). */
+    scimq__msg_flush_acks(c);
     while ((e = scimq_list_pop(&todo)) != NULL) {
         struct op *op = SCIMQ_CONTAINER_OF(e, struct op, link);
 

@@ -623,4 +623,5 @@ gw_conn_close_all(struct gw_conn_host *host)
         }
         gw_conn_close(c, NULL);
     }
+    gw_conn_host_out_fini(host);
 }

@@ -19,48 +19,143 @@
 #include "conn_out.h"
 #include "records.h"
 
-struct conn_write {
-    uv_write_t req;
-    struct gw_conn *c;
+/*
+ * Output is gathered per connection and written once per loop turn: every
+ * frame queued for a connection while the loop works (the replies to the
+ * frames of one read, the DELIVERs of the broker's actions) goes out in one
+ * uv_write, that is one writev.  A batch holds the headers back to back in
+ * its arena (a run of control frames is then one iovec), iovecs over the
+ * payloads of DELIVERs (pool memory: no copy), and what to release when the
+ * write is done.  Batches are recycled by the host, so a steady stream of
+ * small frames allocates nothing per frame.
+ */
+#define OUT_ARENA (16u << 10)
+#define OUT_BUFS 256u
+#define OUT_FRAMES 128u
+/* Batches a host keeps for reuse. */
+#define OUT_SPARE 8u
+
+struct out_frame {
     struct gw_payload *payload; /* pinned for a DELIVER, else NULL */
     uint64_t payload_len;
-    uint64_t conn_id;
     void *owned; /* freed with the write (JSON text) */
-    uint8_t *hdr;
-    uint64_t bytes;
-    uint64_t counted; /* bytes in gw_conn.out_queued */
-    uint8_t *cipher;  /* TLS: what is written instead of bufs */
-    bool raw;         /* TLS records of their own, not a frame */
-    unsigned int nbufs;
-    uv_buf_t bufs[];
 };
+
+struct conn_batch {
+    uv_write_t req;
+    struct gw_conn *c;
+    struct conn_batch *next; /* host's spare list */
+    uint8_t *cipher;         /* TLS: what is written instead of bufs */
+    bool raw;                /* TLS records of their own, no frames */
+    unsigned int nframes, nbufs, frames_cap, bufs_cap;
+    size_t arena_len, arena_cap;
+    uint64_t bytes;   /* wire bytes of the frames */
+    uint64_t counted; /* bytes in gw_conn.out_queued */
+    /* PUT_OK merging (session version 3): the last frame of the batch is
+     * a PUT_OK or PUT_OK_RANGE for requests merge_rid.. (merge_count of
+     * them, msg ids from merge_msg), at merge_off in the arena. */
+    bool merge;
+    size_t merge_off, merge_len;
+    uint64_t merge_rid, merge_msg;
+    uint32_t merge_count;
+    struct out_frame *frames;
+    uv_buf_t *bufs;
+    uint8_t *arena;
+};
+
+static struct conn_batch *
+batch_new(struct gw_conn_host *host, unsigned int bufs, size_t arena)
+{
+    struct conn_batch *b;
+    size_t frames = bufs < OUT_FRAMES ? OUT_FRAMES : bufs;
+
+    if (bufs <= OUT_BUFS && arena <= OUT_ARENA && host->spare != NULL) {
+        b = host->spare;
+        host->spare = b->next;
+        host->n_spare--;
+    } else {
+        if (bufs < OUT_BUFS)
+            bufs = OUT_BUFS;
+        if (arena < OUT_ARENA)
+            arena = OUT_ARENA;
+        b = malloc(sizeof(*b) + frames * sizeof(struct out_frame) +
+                   bufs * sizeof(uv_buf_t) + arena);
+        if (b == NULL)
+            return NULL;
+        b->frames = (struct out_frame *) (void *) (b + 1);
+        b->bufs = (uv_buf_t *) (void *) (b->frames + frames);
+        b->arena = (uint8_t *) (b->bufs + bufs);
+        b->frames_cap = (unsigned int) frames;
+        b->bufs_cap = bufs;
+        b->arena_cap = arena;
+    }
+    b->c = NULL;
+    b->next = NULL;
+    b->cipher = NULL;
+    b->raw = false;
+    b->nframes = b->nbufs = 0;
+    b->arena_len = 0;
+    b->bytes = b->counted = 0;
+    b->merge = false;
+    return b;
+}
+
+/* Releases what the frames hold and gives the batch back to the host. */
+static void
+batch_release(struct gw_conn_host *host, uint64_t conn_id, struct conn_batch *b)
+{
+    for (unsigned int i = 0; i < b->nframes; i++) {
+        struct out_frame *fr = &b->frames[i];
+
+        if (fr->payload != NULL)
+            gw_hub_written(&host->gw->hub, host->index, conn_id, fr->payload,
+                           fr->payload_len);
+        free(fr->owned);
+    }
+    free(b->cipher);
+    if (!host->stopping && b->bufs_cap == OUT_BUFS &&
+        b->arena_cap == OUT_ARENA && host->n_spare < OUT_SPARE) {
+        b->next = host->spare;
+        host->spare = b;
+        host->n_spare++;
+    } else {
+        free(b);
+    }
+}
+
+void
+gw_conn_host_out_fini(struct gw_conn_host *host)
+{
+    host->stopping = true;
+    while (host->spare != NULL) {
+        struct conn_batch *b = host->spare;
+
+        host->spare = b->next;
+        free(b);
+    }
+    host->n_spare = 0;
+}
 
 static void
 finish_if_done(struct gw_conn *c)
 {
-    if (c->close_after_write && c->writes_pending == 0)
+    if (c->close_after_write && c->writes_pending == 0 && c->out == NULL)
         gw_conn_close(c, NULL);
 }
 
 static void
 on_write(uv_write_t *req, int status)
 {
-    struct conn_write *wr = (struct conn_write *) req;
-    struct gw_conn *c = wr->c;
+    struct conn_batch *b = (struct conn_batch *) req;
+    struct gw_conn *c = b->c;
 
     c->writes_pending--;
-    c->out_queued -= wr->counted;
-    if (status == 0 && !wr->raw) {
-        c->info.bytes_out += wr->bytes;
-        c->info.frames_out++;
+    c->out_queued -= b->counted;
+    if (status == 0 && !b->raw) {
+        c->info.bytes_out += b->bytes;
+        c->info.frames_out += b->nframes;
     }
-    free(wr->cipher);
-    if (wr->payload != NULL)
-        gw_hub_written(&c->gw->hub, c->host->index, wr->conn_id, wr->payload,
-                       wr->payload_len);
-    free(wr->owned);
-    free(wr->hdr);
-    free(wr);
+    batch_release(c->host, c->id, b);
     if (status < 0 && status != UV_ECANCELED) {
         gw_conn_close(c, uv_strerror(status));
         return;
@@ -71,70 +166,210 @@ on_write(uv_write_t *req, int status)
         c->host->output_drained(c);
 }
 
+/* Submits the connection's open batch: one uv_write of all its frames. */
+static void
+conn_flush(struct gw_conn *c)
+{
+    struct conn_batch *b = c->out;
+    uv_buf_t *bufs;
+    unsigned int nbufs;
+
+    if (b == NULL)
+        return;
+    c->out = NULL;
+    b->c = c;
+    bufs = b->bufs;
+    nbufs = b->nbufs;
+    if (c->tls != NULL) {
+        /* Encrypted here, once for the batch: the pool's bytes are read by
+         * the cipher, and the ciphertext goes out as one buffer. */
+        size_t len;
+
+        for (unsigned int i = 0; i < b->nbufs; i++) {
+            if (scimq__tls_write(c->tls, b->bufs[i].base, b->bufs[i].len) !=
+                0) {
+                /* Half a record stream: nothing later can be trusted. */
+                c->out_queued -= b->counted;
+                batch_release(c->host, c->id, b);
+                gw_conn_close(c, scimq__tls_error(c->tls));
+                return;
+            }
+        }
+        len = scimq__tls_pending(c->tls);
+        b->cipher = malloc(len > 0 ? len : 1);
+        if (b->cipher == NULL) {
+            c->out_queued -= b->counted;
+            batch_release(c->host, c->id, b);
+            gw_conn_close(c, "out of memory");
+            return;
+        }
+        b->bufs[0] =
+            uv_buf_init((char *) b->cipher,
+                        (unsigned int) scimq__tls_take(c->tls, b->cipher, len));
+        nbufs = 1;
+    }
+    if (uv_write(&b->req, (uv_stream_t *) &c->tcp, bufs, nbufs, on_write) !=
+        0) {
+        c->out_queued -= b->counted;
+        batch_release(c->host, c->id, b);
+        gw_conn_close(c, "cannot write");
+        return;
+    }
+    c->writes_pending++;
+}
+
+void
+gw_conn_flush_dirty(struct gw_conn_host *host)
+{
+    struct gw_conn *c;
+
+    /* Bounded: each connection is on the list once; flushing adds none. */
+    while ((c = host->dirty) != NULL) {
+        host->dirty = c->dirty_next;
+        c->dirty_next = NULL;
+        c->dirty = false;
+        if (!c->closing)
+            conn_flush(c);
+        finish_if_done(c);
+    }
+}
+
+/* Adds an iovec to the batch, joined to the previous one when adjacent. */
+static void
+batch_add_buf(struct conn_batch *b, void *base, size_t len)
+{
+    uv_buf_t *last = b->nbufs > 0 ? &b->bufs[b->nbufs - 1] : NULL;
+
+    if (len == 0)
+        return;
+    if (last != NULL && last->base + last->len == (char *) base) {
+        last->len += len;
+        return;
+    }
+    b->bufs[b->nbufs++] = uv_buf_init(base, (unsigned int) len);
+}
+
+/*
+ * A PUT_OK that continues the batch's last PUT_OK (next request id, next
+ * msg id) on a session of version 3: the two become one PUT_OK_RANGE,
+ * re-encoded in place.  True when merged.
+ */
+static bool
+putok_merge(struct gw_conn *c, struct conn_batch *b,
+            const scimq_proto_frame_t *f)
+{
+    scimq_proto_frame_t r = {.opcode = SCIMQ_PROTO_OP_PUT_OK_RANGE};
+    struct iovec iov[2];
+    size_t n = 0, old_end;
+    uint64_t len = 0, delta;
+
+    if (!b->merge || f->flags != 0 ||
+        f->request_id != b->merge_rid + b->merge_count ||
+        f->args.put_ok.msg_id != b->merge_msg + b->merge_count ||
+        b->merge_count == UINT32_MAX ||
+        b->merge_off + b->merge_len != b->arena_len ||
+        b->merge_off + 64 > b->arena_cap)
+        return false;
+    r.request_id = b->merge_rid;
+    r.args.put_ok_range.count = b->merge_count + 1;
+    r.args.put_ok_range.msg_id = b->merge_msg;
+    old_end = b->arena_len;
+    if (scimq_proto_encode(&r, b->arena + b->merge_off,
+                           b->arena_cap - b->merge_off, iov, 2, &n,
+                           &len) != 0 ||
+        n != 1)
+        return false;
+    /* Only PUT_OK becomes PUT_OK_RANGE: the frame grows by 4 bytes, and
+     * it is the end of the batch's last iovec. */
+    delta = len - b->merge_len;
+    b->merge_len = (size_t) len;
+    b->merge_count++;
+    b->arena_len = old_end + (size_t) delta;
+    b->bufs[b->nbufs - 1].len += (size_t) delta;
+    b->bytes += delta;
+    b->counted += delta;
+    c->out_queued += delta;
+    return true;
+}
+
 int
 gw_conn_send(struct gw_conn *c, const scimq_proto_frame_t *f,
              struct gw_payload *pinned, uint64_t pinned_len, void *owned)
 {
-    struct conn_write *wr = NULL;
-    struct iovec *iov = NULL;
-    size_t hdr_len, iovcnt;
+    struct conn_batch *b;
+    struct out_frame *fr;
+    size_t hdr_len, iovcnt, off;
     uint64_t total;
+    bool mergeable;
     int rc;
 
     rc = scimq_proto_encode_size(f, &hdr_len, &iovcnt);
     if (rc != 0)
         goto fail;
-    wr = calloc(1, sizeof(*wr) + iovcnt * sizeof(uv_buf_t));
-    iov = calloc(iovcnt, sizeof(*iov));
-    rc = SCIMQ_ENOMEM;
-    if (wr == NULL || iov == NULL || (wr->hdr = malloc(hdr_len)) == NULL)
+    rc = SCIMQ_ECONNRESET;
+    if (c->closing)
         goto fail;
-    rc = scimq_proto_encode(f, wr->hdr, hdr_len, iov, iovcnt, &iovcnt, &total);
-    if (rc != 0)
-        goto fail;
-    for (size_t i = 0; i < iovcnt; i++)
-        wr->bufs[i] =
-            uv_buf_init(iov[i].iov_base, (unsigned int) iov[i].iov_len);
-    free(iov);
-    iov = NULL;
-    wr->c = c;
-    wr->payload = pinned;
-    wr->payload_len = pinned_len;
-    wr->conn_id = c->id;
-    wr->owned = owned;
-    wr->bytes = total;
-    wr->nbufs = (unsigned int) iovcnt;
-    if (c->tls != NULL) {
-        /* Encrypted here, once: the pool's bytes are read by the cipher,
-         * and the ciphertext goes out as one buffer. */
-        size_t len;
-
-        for (unsigned int i = 0; i < wr->nbufs; i++) {
-            rc = scimq__tls_write(c->tls, wr->bufs[i].base, wr->bufs[i].len);
-            if (rc != 0) {
-                /* Half a record stream: nothing later can be trusted. */
-                gw_conn_close(c, scimq__tls_error(c->tls));
-                goto fail;
-            }
-        }
-        len = scimq__tls_pending(c->tls);
-        rc = SCIMQ_ENOMEM;
-        wr->cipher = malloc(len > 0 ? len : 1);
-        if (wr->cipher == NULL)
+    mergeable = f->opcode == SCIMQ_PROTO_OP_PUT_OK && f->flags == 0 &&
+                pinned == NULL && owned == NULL &&
+                c->version >= SCIMQ_PROTO_SESSION_VERSION_RANGES;
+    b = c->out;
+    if (mergeable && b != NULL && putok_merge(c, b, f))
+        return 0;
+    if (b != NULL &&
+        (b->nframes == b->frames_cap || b->nbufs + iovcnt > b->bufs_cap ||
+         b->arena_len + hdr_len + 4 > b->arena_cap)) {
+        /* Full: it goes now, a new one takes the rest of this turn. */
+        conn_flush(c);
+        if (c->closing)
             goto fail;
-        wr->bufs[0] = uv_buf_init(
-            (char *) wr->cipher,
-            (unsigned int) scimq__tls_take(c->tls, wr->cipher, len));
-        wr->nbufs = 1;
+        b = NULL;
     }
-    if (uv_write(&wr->req, (uv_stream_t *) &c->tcp, wr->bufs, wr->nbufs,
-                 on_write) != 0) {
-        rc = SCIMQ_ECONNRESET;
-        goto fail;
+    if (b == NULL) {
+        rc = SCIMQ_ENOMEM;
+        b = batch_new(c->host, (unsigned int) iovcnt, hdr_len + 4);
+        if (b == NULL)
+            goto fail;
+        c->out = b;
+        if (!c->dirty) {
+            c->dirty = true;
+            c->dirty_next = c->host->dirty;
+            c->host->dirty = c;
+        }
     }
-    c->writes_pending++;
+    off = b->arena_len;
+    {
+        /* Encoded straight into the free end of bufs (libuv's uv_buf_t is
+         * a struct iovec on Unix), then joined where adjacent: each is read
+         * before anything is written at or after its place. */
+        struct iovec *iov = (struct iovec *) (void *) (b->bufs + b->nbufs);
+        unsigned int first = b->nbufs;
+
+        rc = scimq_proto_encode(f, b->arena + off, b->arena_cap - off, iov,
+                                b->bufs_cap - b->nbufs, &iovcnt, &total);
+        if (rc != 0)
+            goto fail;
+        for (size_t i = 0; i < iovcnt; i++) {
+            uv_buf_t one = b->bufs[first + i];
+
+            batch_add_buf(b, one.base, one.len);
+        }
+    }
+    b->arena_len = off + hdr_len;
+    fr = &b->frames[b->nframes++];
+    fr->payload = pinned;
+    fr->payload_len = pinned_len;
+    fr->owned = owned;
+    b->bytes += total;
+    b->merge = mergeable;
+    if (mergeable) {
+        b->merge_off = off;
+        b->merge_len = hdr_len;
+        b->merge_rid = f->request_id;
+        b->merge_msg = f->args.put_ok.msg_id;
+        b->merge_count = 1;
+    }
     if (pinned == NULL) {
-        wr->counted = total;
+        b->counted += total;
         c->out_queued += total;
         if (c->out_queued > c->gw->opt.max_output && !c->out_blocked) {
             /* A peer that asks and never reads would make us queue
@@ -153,15 +388,11 @@ gw_conn_send(struct gw_conn *c, const scimq_proto_frame_t *f,
 fail:
     if (pinned != NULL)
         gw_hub_written(&c->gw->hub, c->host->index, c->id, pinned, pinned_len);
-    if (wr != NULL) {
-        free(wr->hdr);
-        free(wr->cipher);
-    }
-    free(wr);
-    free(iov);
     free(owned);
-    SCIMQ_LOG_WARN(GATEWAY, "connection %" PRIu64 ": cannot send %s: %s", c->id,
-                   scimq_proto_opcode_name(f->opcode), scimq_strerror(rc));
+    if (rc != SCIMQ_ECONNRESET)
+        SCIMQ_LOG_WARN(GATEWAY, "connection %" PRIu64 ": cannot send %s: %s",
+                       c->id, scimq_proto_opcode_name(f->opcode),
+                       scimq_strerror(rc));
     return rc;
 }
 
@@ -258,34 +489,36 @@ gw_conn_fail(struct gw_conn *c, uint64_t request_id, int code, const char *text)
     gw_conn_send_error(c, request_id, code, text);
     c->close_after_write = true;
     gw_conn_read_stop(c);
+    conn_flush(c);
     finish_if_done(c);
 }
 
 void
 gw_conn_tls_flush(struct gw_conn *c)
 {
-    struct conn_write *wr;
+    struct conn_batch *b;
     size_t len;
 
     if (c->tls == NULL || c->closing || (len = scimq__tls_pending(c->tls)) == 0)
         return;
-    wr = calloc(1, sizeof(*wr) + sizeof(uv_buf_t));
-    if (wr == NULL || (wr->cipher = malloc(len)) == NULL) {
-        free(wr);
+    /* Frames gathered before these records go first: the TLS stream is
+     * one sequence of records. */
+    conn_flush(c);
+    if (c->closing)
+        return;
+    b = batch_new(c->host, 1, 0);
+    if (b == NULL || (b->cipher = malloc(len)) == NULL) {
+        free(b);
         gw_conn_close(c, "out of memory");
         return;
     }
-    wr->c = c;
-    wr->conn_id = c->id;
-    wr->raw = true;
-    wr->nbufs = 1;
-    wr->bufs[0] =
-        uv_buf_init((char *) wr->cipher,
-                    (unsigned int) scimq__tls_take(c->tls, wr->cipher, len));
-    if (uv_write(&wr->req, (uv_stream_t *) &c->tcp, wr->bufs, 1, on_write) !=
-        0) {
-        free(wr->cipher);
-        free(wr);
+    b->c = c;
+    b->raw = true;
+    b->bufs[0] =
+        uv_buf_init((char *) b->cipher,
+                    (unsigned int) scimq__tls_take(c->tls, b->cipher, len));
+    if (uv_write(&b->req, (uv_stream_t *) &c->tcp, b->bufs, 1, on_write) != 0) {
+        batch_release(c->host, c->id, b);
         gw_conn_close(c, "cannot write");
         return;
     }
@@ -318,6 +551,16 @@ gw_conn_close(struct gw_conn *c, const char *why)
         SCIMQ_LOG_INFO(GATEWAY, "connection %" PRIu64 " (%s) closed: %s", c->id,
                        c->info.peer, why);
     gw_conn_read_stop(c);
+    if (c->out != NULL) {
+        /* Never written: what its frames hold goes back now.  The
+         * connection stays on the dirty list until the next flush, which
+         * skips it (it is freed only after that, by uv_close). */
+        struct conn_batch *b = c->out;
+
+        c->out = NULL;
+        c->out_queued -= b->counted;
+        batch_release(c->host, c->id, b);
+    }
     if (c->pl != NULL) {
         gw_hub_put_abort(&gw->hub, c->host->index, c->pl);
         c->pl = NULL;

@@ -18,6 +18,7 @@
 #include "gateway.h"
 
 struct gw_payload;
+struct conn_batch;
 
 /* What a connection needs of the worker that owns it. */
 struct gw_conn_host {
@@ -28,6 +29,12 @@ struct gw_conn_host {
     /* Queued output went back under the cap (conn.c resumes reading):
      * called by the writing side, which does not call the reading one. */
     void (*output_drained)(struct gw_conn *c);
+    /* Connections with output gathered this loop turn (conn_out.c), and
+     * write batches kept for reuse. */
+    struct gw_conn *dirty;
+    struct conn_batch *spare;
+    unsigned int n_spare;
+    bool stopping; /* batches done from now on are freed, not kept */
 };
 
 enum gw_conn_phase {
@@ -68,6 +75,10 @@ struct gw_conn {
     bool reading, parked, closing, close_after_write;
     bool said_bye; /* the peer closed with BYE (not a loss) */
     unsigned int writes_pending;
+    /* Frames gathered this loop turn, written in one go (conn_out.c). */
+    struct conn_batch *out;
+    struct gw_conn *dirty_next;
+    bool dirty;
     /* Bytes of queued frames other than DELIVERs (whose bytes the broker
      * bounds by credit): past gw_options.max_output the peer is not read
      * (out_blocked) until they drain, and closed if they do not in time. */

@@ -21,7 +21,9 @@
 
 #include "common/auth.h"
 #include "common/log.h"
+#include "common/param.h"
 #include "conn_out.h"
+#include "jobs.h" /* REPORT */
 #include "report.h"
 #include "request.h"
 
@@ -31,13 +33,27 @@ struct pending_hello {
     char client_name[64];
 };
 
+/* The highest version this gateway chooses: proto_max_version, within
+ * what it speaks (a lower one makes it answer as an older release). */
+static uint8_t
+version_max(void)
+{
+    int64_t v = scimq__param_int(SCIMQ_PARAM_PROTO_MAX_VERSION);
+
+    if (v < SCIMQ_PROTO_SESSION_VERSION_MIN)
+        v = SCIMQ_PROTO_SESSION_VERSION_MIN;
+    if (v > SCIMQ_PROTO_SESSION_VERSION_MAX)
+        v = SCIMQ_PROTO_SESSION_VERSION_MAX;
+    return (uint8_t) v;
+}
+
 /* The session version both sides speak, or 0. */
 static uint8_t
 version_pick(const scimq_proto_frame_t *f)
 {
-    uint8_t v = f->args.hello.version_max < SCIMQ_PROTO_SESSION_VERSION_MAX
+    uint8_t v = f->args.hello.version_max < version_max()
                     ? f->args.hello.version_max
-                    : SCIMQ_PROTO_SESSION_VERSION_MAX;
+                    : version_max();
 
     if (v < f->args.hello.version_min || v < SCIMQ_PROTO_SESSION_VERSION_MIN)
         return 0;
@@ -107,8 +123,7 @@ handle_hello(struct gw_conn *c, const scimq_proto_frame_t *f)
 
         snprintf(text, sizeof(text),
                  "no common session protocol version (gateway speaks %d..%d)",
-                 SCIMQ_PROTO_SESSION_VERSION_MIN,
-                 SCIMQ_PROTO_SESSION_VERSION_MAX);
+                 SCIMQ_PROTO_SESSION_VERSION_MIN, version_max());
         gw_conn_fail(c, f->request_id, SCIMQ_EPROTO_VERSION, text);
         return;
     }
@@ -275,6 +290,45 @@ handle_admin(struct gw_conn *c, const scimq_proto_frame_t *f)
     reply(c, f, rc, value);
 }
 
+/*
+ * ACK_RANGE / NACK_RANGE: each id settled as its own ACK or NACK would be
+ * (unknown ones ignored and counted).  The framing bounds the work: at
+ * most SCIMQ_PROTO_MAX_RANGE_IDS ids in a frame.
+ */
+static void
+handle_settle_ranges(struct gw_conn *c, const scimq_proto_frame_t *f)
+{
+    struct gw_hub *hub = &c->gw->hub;
+    const scimq_proto_ranges_t *r;
+    scimq_proto_frame_t one = {.request_id = f->request_id};
+
+    if (c->version < SCIMQ_PROTO_SESSION_VERSION_RANGES) {
+        gw_conn_send_error(c, f->request_id, SCIMQ_ESTATE,
+                           "range frames need session version 3");
+        return;
+    }
+    if (f->opcode == SCIMQ_PROTO_OP_ACK_RANGE) {
+        one.opcode = SCIMQ_PROTO_OP_ACK;
+        r = &f->args.ack_range.ranges;
+    } else {
+        one.opcode = SCIMQ_PROTO_OP_NACK;
+        one.args.nack.delay_ms = f->args.nack_range.delay_ms;
+        one.args.nack.requeue = f->args.nack_range.requeue;
+        r = &f->args.nack_range.ranges;
+    }
+    for (unsigned int i = 0; i < r->n; i++) {
+        scimq_proto_range_t g = scimq_proto_range_at(r, i);
+
+        for (uint32_t k = 0; k < g.count; k++) {
+            /* delivery_id is the first field of ACK and NACK alike */
+            one.args.ack.delivery_id = g.first + k;
+            if (one.opcode == SCIMQ_PROTO_OP_NACK)
+                one.args.nack.delivery_id = g.first + k;
+            (void) gw_hub_settle(hub, c->host->index, c->id, &one);
+        }
+    }
+}
+
 static void
 handle_ready(struct gw_conn *c, const scimq_proto_frame_t *f)
 {
@@ -305,6 +359,10 @@ handle_ready(struct gw_conn *c, const scimq_proto_frame_t *f)
     case SCIMQ_PROTO_OP_EXTEND:
         (void) gw_hub_settle(hub, self, c->id, f);
         return;
+    case SCIMQ_PROTO_OP_ACK_RANGE:
+    case SCIMQ_PROTO_OP_NACK_RANGE:
+        handle_settle_ranges(c, f);
+        return;
     case SCIMQ_PROTO_OP_QUEUE_DECLARE:
         rc = gw_hub_declare(hub, self, f, &value);
         reply(c, f, rc, value);
@@ -320,6 +378,9 @@ handle_ready(struct gw_conn *c, const scimq_proto_frame_t *f)
     }
     case SCIMQ_PROTO_OP_STATS:
         handle_stats(c, f);
+        return;
+    case SCIMQ_PROTO_OP_REPORT: /* an MPI agent's figures (jobs.c) */
+        gw_jobs_frame(&c->gw->jobs, c, f);
         return;
     case SCIMQ_PROTO_OP_QUEUE_DELETE:
     case SCIMQ_PROTO_OP_QUEUE_BIND:

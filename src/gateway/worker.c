@@ -26,6 +26,7 @@
 #include "common/net.h"
 #include "adminsock.h"
 #include "common/topo.h"
+#include "conn_out.h"
 #include "worker.h"
 
 /* The broker's clock ticks on worker 0; connection timeouts every second. */
@@ -98,6 +99,22 @@ on_actions(struct gw_mailbox *mb, struct gw_actions *list)
 }
 
 static void on_connection(uv_stream_t *server, int status);
+
+static void
+on_flush_prepare(uv_prepare_t *h)
+{
+    struct gw_worker *w = h->data;
+
+    gw_conn_flush_dirty(&w->host);
+}
+
+static void
+on_flush_check(uv_check_t *h)
+{
+    struct gw_worker *w = h->data;
+
+    gw_conn_flush_dirty(&w->host);
+}
 
 static int
 reserve_open(void)
@@ -346,6 +363,15 @@ worker_init(struct gateway *gw, struct gw_worker *w, int index,
     w->host.gw = gw;
     w->host.conns = NULL;
     w->host.output_drained = gw_conn_output_drained;
+    /* Unreferenced: they keep no loop alive, they only run with it. */
+    uv_prepare_init(&w->loop, &w->flush_prepare);
+    w->flush_prepare.data = w;
+    uv_prepare_start(&w->flush_prepare, on_flush_prepare);
+    uv_unref((uv_handle_t *) &w->flush_prepare);
+    uv_check_init(&w->loop, &w->flush_check);
+    w->flush_check.data = w;
+    uv_check_start(&w->flush_check, on_flush_check);
+    uv_unref((uv_handle_t *) &w->flush_check);
     uv_timer_init(&w->loop, &w->timer);
     w->timer.data = w;
     uv_timer_start(&w->timer, on_timer, WORKER_TICK_MS, WORKER_TICK_MS);

@@ -31,6 +31,11 @@ struct gw_worker {
     int reserve, paused_fd;
     bool listener_closed;
     uv_timer_t timer; /* connection timeouts; the broker's clock on 0 */
+    /* Gathered output is written before the loop polls (what timers and
+     * deferred actions queued) and after it handled I/O (replies to what
+     * was read, actions from other threads): once per loop turn. */
+    uv_prepare_t flush_prepare;
+    uv_check_t flush_check;
     uint64_t last_timeout_check;
     struct gw_mailbox mailbox;
     struct gw_conn_host host;

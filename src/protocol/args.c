@@ -213,19 +213,22 @@ scimq_proto_range_at(const scimq_proto_ranges_t *r, unsigned int i)
 /*
  * The one encoding of a set of ids: at least one range, none empty or
  * running past 2^64 - 1, ascending with a gap between neighbours (touching
- * ranges are one range).
+ * ranges are one range); at most SCIMQ_PROTO_MAX_RANGE_IDS ids in all.
  */
 static int
 ranges_check(const scimq_proto_ranges_t *r)
 {
     uint64_t next = 0; /* lowest first the next range may have */
+    uint64_t ids = 0;
 
     if (r->n == 0 || r->n > SCIMQ_PROTO_MAX_RANGES)
         return SCIMQ_EPROTO_ARGS;
     for (unsigned int i = 0; i < r->n; i++) {
         scimq_proto_range_t v = scimq_proto_range_at(r, i);
 
-        if (v.count == 0 || (i > 0 && v.first < next) ||
+        ids += v.count;
+        if (v.count == 0 || ids > SCIMQ_PROTO_MAX_RANGE_IDS ||
+            (i > 0 && v.first < next) ||
             v.first > UINT64_MAX - (v.count - 1))
             return SCIMQ_EPROTO_ARGS;
         if (i + 1 < r->n && v.first + (v.count - 1) >= UINT64_MAX - 1)

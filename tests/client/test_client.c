@@ -510,6 +510,7 @@ struct px_counts {
     uint32_t auth_ok;           /* OK replies to AUTH */
     uint32_t puts, puts_by_index[8];
     uint32_t acks, nacks, extends; /* from the client */
+    uint32_t ack_frames;           /* ACK_RANGE frames (acks counts ids) */
     uint32_t delivers;             /* forwarded to the client */
     uint32_t gw_byes, bye_answers; /* BYE started by the gateway; answers */
     uint32_t cuts, halves, muted;  /* faults done */
@@ -742,6 +743,12 @@ px_from_client(struct proxy *p, int ci, const scimq_proto_frame_t *f)
         break;
     case SCIMQ_PROTO_OP_ACK:
         p->n.acks++;
+        break;
+    case SCIMQ_PROTO_OP_ACK_RANGE: /* session version 3: every id named */
+        p->n.ack_frames++;
+        for (unsigned int i = 0; i < f->args.ack_range.ranges.n; i++)
+            p->n.acks +=
+                scimq_proto_range_at(&f->args.ack_range.ranges, i).count;
         break;
     case SCIMQ_PROTO_OP_NACK:
         p->n.nacks++;
@@ -1942,6 +1949,9 @@ test_nack_extend(void)
     CU_ASSERT_EQUAL(nacks, 1);
     CU_ASSERT_EQUAL(extends, 1);
     CU_ASSERT_EQUAL(acks, 2);
+    /* Session version 3: the ACKs went as ACK_RANGE frames. */
+    PX_LOCKED(acks = px.n.ack_frames);
+    CU_ASSERT(acks >= 1 && acks <= 2);
     CU_ASSERT_EQUAL(queue_stat_wait(obs, "nq", "nacked", 1), 1);
     CU_ASSERT_EQUAL(queue_stat_wait(obs, "nq", "expired", 1), 1);
     CU_ASSERT_EQUAL(queue_stat_wait(obs, "nq", "acked", 1), 1);

@@ -12,7 +12,7 @@ bounded 60 sh -c "'$scimp' gen --all-opcodes --count 20 --size 256KiB --datasum 
     | '$scimp' dump --verify > '$out'" || fail "gen | dump failed"
 expect_eq "tour: error" null "$(json_get "$out" .error)"
 expect_eq "tour: PUT frames" 20 "$(json_get "$out" .by_opcode.PUT)"
-expect_eq "tour: opcodes seen" 25 "$(json_get "$out" '.by_opcode | length')"
+expect_eq "tour: opcodes seen" 29 "$(json_get "$out" '.by_opcode | length')"
 expect_eq "tour: verified" 20 "$(json_get "$out" .verified)"
 expect_eq "tour: lost" 0 "$(json_get "$out" .lost)"
 expect_eq "tour: corrupt" 0 "$(json_get "$out" .corrupt)"

@@ -2081,6 +2081,13 @@ test_args_ranges(void)
     r[1].count = 2; /* ends at 2^64 - 1: valid */
     buf = encode(&f, &len);
     free(buf);
+    r[1].first = 1000; /* 64 + 65472 = SCIMQ_PROTO_MAX_RANGE_IDS: valid */
+    r[1].count = SCIMQ_PROTO_MAX_RANGE_IDS - 64;
+    buf = encode(&f, &len);
+    free(buf);
+    r[1].count++; /* one id more than a frame may name */
+    CU_ASSERT_EQUAL(scimq_proto_encode_alloc(&f, &buf, &len),
+                    SCIMQ_EPROTO_ARGS);
     memset(&f.args, 0, sizeof(f.args));
     f.opcode = SCIMQ_PROTO_OP_PUT_OK_RANGE;
     f.args.put_ok_range.count = 0;
@@ -2114,7 +2121,7 @@ test_args_ranges(void)
     expect_error(buf, len, NULL, SCIMQ_EPROTO_ARGS);
     free(buf);
 
-    /* SCIMQ_PROTO_MAX_RANGES fit the args; one more does not. */
+    /* SCIMQ_PROTO_MAX_RANGES fit the args (8192 ids); one more does not. */
     {
         static scimq_proto_range_t many[SCIMQ_PROTO_MAX_RANGES + 1];
         scimq_proto_decoder_t *dec;

@@ -77,6 +77,11 @@ extern "C" {
  * of args at most, so the frame fits the default 64 KiB header limit.
  */
 #define SCIMQ_PROTO_MAX_RANGES 4096u
+/**
+ * Most ids one ACK_RANGE / NACK_RANGE may name (the sum of its counts):
+ * bounds what one frame makes the receiver do.
+ */
+#define SCIMQ_PROTO_MAX_RANGE_IDS 65536u
 /** Bytes of one range on the wire (first u64, count u32). */
 #define SCIMQ_PROTO_RANGE_LEN 12
 
