@@ -47,6 +47,15 @@
  * to the gateway at once (NACK requeue), for another rank or job.  A rank
  * that is alive but hung keeps its message until the maximum hold, then
  * the lease runs out and the gateway delivers it again.
+ *
+ * Puts: a rank's scimq_mpi_put() goes through its agent, so that a job
+ * opens one gateway session per agent, not one per rank.  The rank sends
+ * PUT naming its put buffer; the agent takes room in the pool, reads the
+ * message there (fi_read), and its put thread PUTs it on the source's
+ * session, waiting for the gateway's confirmation (libscimq's blocking
+ * put, so the rank learns the real result), and answers PUT_DONE.  One
+ * put per rank is in flight; a full pool answers SCIMQ_ENOBUFS and the
+ * rank asks again.
  */
 #include "config.h"
 
@@ -54,6 +63,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,11 +102,32 @@ struct agent_slot {
     uint64_t gen;
 };
 
+/* A rank's put: its read into the pool, then the put thread's PUT. */
+struct agent_put {
+    struct scimq_mpi_op op; /* the read (OP_READ, peer: the rank) */
+    bool busy;
+    uint32_t seq;  /* the rank's put number, answered in PUT_DONE */
+    uint32_t slot; /* first pool chunk */
+    uint32_t meta_len;
+    uint64_t payload_len;
+    int rc;
+};
+
 struct scimq_mpi_agent {
     scimq_mpi_t *ctx;
     pthread_t thread;
     bool started;
     atomic_bool stop, exited;
+
+    /* Puts (see the top): the put thread PUTs what was read. */
+    struct agent_put *puts; /* per rank */
+    pthread_t put_thread;
+    bool put_started, put_quit; /* put_quit: under put_lock */
+    pthread_mutex_t put_lock;
+    pthread_cond_t put_cv;
+    int *put_jobs, put_jobs_head, put_jobs_n; /* ranks read, to PUT */
+    int *put_done, put_done_head, put_done_n; /* ranks PUT, to answer */
+    int put_efd;                              /* the put thread's news */
 
     struct scimq_fabric fab;
     int bell_fd; /* the ranks' doorbell, or -1 (fab.wait_fd does) */
@@ -250,6 +281,9 @@ slot_free(struct scimq_mpi_agent *a, uint32_t i)
 /* ------------------------------------------------------------------------ */
 
 static void rank_gone(struct scimq_mpi_agent *a, int rank, const char *why);
+static void put_read_done(struct scimq_mpi_agent *a, int rank, int rc);
+static void put_start(struct scimq_mpi_agent *a,
+                      const struct scimq_mpi_ctrl *c);
 
 /*
  * Reaps completions: sends free their buffer, receives are marked for the
@@ -273,6 +307,8 @@ reap(struct scimq_mpi_agent *a)
         } else if (op != NULL && op->kind == OP_RECV) {
             (void) scimq__fabric_recv(&a->fab, &op->msg, sizeof(op->msg),
                                       a->ops_mr.desc, op);
+        } else if (op != NULL && op->kind == OP_READ) {
+            put_read_done(a, op->peer, SCIMQ_EFABRIC);
         }
         return 0;
     }
@@ -281,6 +317,8 @@ reap(struct scimq_mpi_agent *a)
 
         if (op->kind == OP_SEND) {
             op->busy = false;
+        } else if (op->kind == OP_READ) {
+            put_read_done(a, op->peer, 0);
         } else if (op->kind == OP_RECV) {
             op->pending = true; /* the main loop handles it */
             op->len = cqe[k].len;
@@ -523,10 +561,15 @@ handle_ctrl(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c,
 
     if (rc == 0 && c->rank >= (uint32_t) a->nranks)
         rc = SCIMQ_EPROTO_ARGS;
-    if (rc == 0 && (c->slot >= a->nslots))
+    if (rc == 0 && c->type != CTRL_PUT && c->slot >= a->nslots)
         rc = SCIMQ_EPROTO_ARGS;
     if (rc != 0) {
         scimq__ctrl_log_bad("agent", c, len, rc);
+        return;
+    }
+    /* A rank may still publish results after its BYE (a stop). */
+    if (c->type == CTRL_PUT) {
+        put_start(a, c);
         return;
     }
     if (a->gone[c->rank])
@@ -559,6 +602,196 @@ handle_ctrl(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c,
         break;
     default:
         break;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Puts                                                                      */
+/* ------------------------------------------------------------------------ */
+
+static void
+put_answer(struct scimq_mpi_agent *a, int rank, uint32_t seq, int rc)
+{
+    struct scimq_mpi_ctrl c;
+
+    scimq__ctrl_init(&c, CTRL_PUT_DONE, (uint32_t) rank);
+    c.slot = seq;
+    c.code = rc;
+    (void) send_ctrl(a, rank, &c);
+}
+
+/* A PUT from rank: room in the pool, then one read of the rank's put
+ * buffer into it. */
+static void
+put_start(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c)
+{
+    struct agent_put *p = &a->puts[c->rank];
+    int rank = (int) c->rank, rc;
+    void *buf, *bctx;
+    uint8_t *dst;
+
+    if (p->busy) {
+        /* One at a time: the rank waits for each answer.  A bug. */
+        put_answer(a, rank, c->slot, SCIMQ_EBUSY);
+        return;
+    }
+    if (a->src_ops->session == NULL || a->src_ops->session(a->src) == NULL) {
+        put_answer(a, rank, c->slot, SCIMQ_ENOTSUP);
+        return;
+    }
+    if (c->payload_len > a->max_payload) {
+        put_answer(a, rank, c->slot, SCIMQ_EMSGSIZE);
+        return;
+    }
+    rc = slot_alloc(a, c->payload_len, &buf, &bctx);
+    if (rc != 0) {
+        put_answer(a, rank, c->slot, rc); /* ENOBUFS: the rank asks again */
+        return;
+    }
+    p->busy = true;
+    p->seq = c->slot;
+    p->slot = ctx_slot(bctx);
+    p->meta_len = c->meta_len;
+    p->payload_len = c->payload_len;
+    p->op.kind = OP_READ;
+    p->op.peer = rank;
+    dst = (uint8_t *) buf - c->meta_len;
+    for (int i = 0; i < 1000; i++) {
+        rc = scimq__fabric_read(&a->fab, dst, c->meta_len + c->payload_len,
+                                a->pool_mr.desc, a->rank_fa[rank], c->raddr,
+                                c->key, &p->op);
+        if (rc != SCIMQ_EAGAIN)
+            break;
+        (void) reap(a);
+    }
+    if (rc != 0)
+        put_read_done(a, rank, rc);
+}
+
+/* The read of rank's put ended (rc): to the put thread, or answered. */
+static void
+put_read_done(struct scimq_mpi_agent *a, int rank, int rc)
+{
+    struct agent_put *p;
+
+    if (rank < 0 || rank >= a->nranks || !a->puts[rank].busy)
+        return;
+    p = &a->puts[rank];
+    if (rc != 0) {
+        slot_free(a, p->slot);
+        p->busy = false;
+        put_answer(a, rank, p->seq, rc);
+        return;
+    }
+    pthread_mutex_lock(&a->put_lock);
+    a->put_jobs[(a->put_jobs_head + a->put_jobs_n) % a->nranks] = rank;
+    a->put_jobs_n++;
+    pthread_cond_signal(&a->put_cv);
+    pthread_mutex_unlock(&a->put_lock);
+}
+
+/* Parses the queue name and block table the rank wrote before the
+ * payload (prefetch.c, put_meta()) and PUTs the message. */
+static int
+put_publish(struct scimq_mpi_agent *a, const struct agent_put *p)
+{
+    uint8_t *payload = a->pool + (size_t) p->slot * CHUNK + SCIMQ_MPI_SLOT_META;
+    const uint8_t *meta = payload - p->meta_len, *end = payload;
+    char names[SCIMQ_MPI_SLOT_META], *q = names;
+    scimq_block_t blocks[SCIMQ_MPI_MAX_BLOCKS];
+    size_t used;
+    uint64_t off = 0;
+    uint32_t ql = wire_get32(meta), n;
+
+    if (ql == 0 || ql > (size_t) (end - meta) - 8)
+        return SCIMQ_EPROTO;
+    memcpy(q, meta + 4, ql);
+    q[ql] = '\0';
+    used = ql + 1;
+    meta += 4 + ql;
+    n = wire_get32(meta);
+    meta += 4;
+    if (n > SCIMQ_MPI_MAX_BLOCKS)
+        return SCIMQ_EPROTO;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t nl;
+
+        if (end - meta < 12)
+            return SCIMQ_EPROTO;
+        nl = wire_get32(meta);
+        blocks[i].len = wire_get64(meta + 4);
+        meta += 12;
+        if ((size_t) (end - meta) < nl || used + nl + 1 > sizeof(names) ||
+            blocks[i].len > p->payload_len - off)
+            return SCIMQ_EPROTO;
+        memcpy(names + used, meta, nl);
+        names[used + nl] = '\0';
+        blocks[i].name = names + used;
+        blocks[i].data = payload + off;
+        used += nl + 1;
+        meta += nl;
+        off += blocks[i].len;
+    }
+    if (off != p->payload_len)
+        return SCIMQ_EPROTO;
+    return scimq_client_put(a->src_ops->session(a->src), q, blocks, n, NULL,
+                            NULL);
+}
+
+/* The put thread: PUTs what was read, one at a time, and waits for each
+ * confirmation here, so that the agent thread never blocks on the
+ * gateway. */
+static void *
+put_main(void *arg)
+{
+    struct scimq_mpi_agent *a = arg;
+    uint64_t one = 1;
+
+    (void) pthread_setname_np(pthread_self(), "scimq-agent-put");
+    pthread_mutex_lock(&a->put_lock);
+    for (;;) {
+        int rank;
+
+        while (!a->put_quit && a->put_jobs_n == 0)
+            pthread_cond_wait(&a->put_cv, &a->put_lock);
+        if (a->put_quit)
+            break;
+        rank = a->put_jobs[a->put_jobs_head];
+        a->put_jobs_head = (a->put_jobs_head + 1) % a->nranks;
+        a->put_jobs_n--;
+        pthread_mutex_unlock(&a->put_lock);
+        a->puts[rank].rc = put_publish(a, &a->puts[rank]);
+        pthread_mutex_lock(&a->put_lock);
+        a->put_done[(a->put_done_head + a->put_done_n) % a->nranks] = rank;
+        a->put_done_n++;
+        (void) !write(a->put_efd, &one, sizeof(one));
+    }
+    pthread_mutex_unlock(&a->put_lock);
+    return NULL;
+}
+
+/* Answers the puts the put thread finished and frees their room. */
+static bool
+put_finish(struct scimq_mpi_agent *a)
+{
+    bool did = false;
+
+    for (;;) {
+        int rank;
+
+        pthread_mutex_lock(&a->put_lock);
+        if (a->put_done_n == 0) {
+            pthread_mutex_unlock(&a->put_lock);
+            return did;
+        }
+        rank = a->put_done[a->put_done_head];
+        a->put_done_head = (a->put_done_head + 1) % a->nranks;
+        a->put_done_n--;
+        pthread_mutex_unlock(&a->put_lock);
+        slot_free(a, a->puts[rank].slot);
+        a->puts[rank].busy = false;
+        put_answer(a, rank, a->puts[rank].seq, a->puts[rank].rc);
+        did = true;
     }
 }
 
@@ -694,7 +927,7 @@ sends_busy(const struct scimq_mpi_agent *a)
 static void
 agent_wait(struct scimq_mpi_agent *a)
 {
-    struct pollfd pfd[3];
+    struct pollfd pfd[4];
     int n = 0, src_fd = -1, timeout_ms;
     uint64_t now = scimq__mpi_now_ns();
 
@@ -709,6 +942,7 @@ agent_wait(struct scimq_mpi_agent *a)
         pfd[n++] = (struct pollfd){.fd = a->bell_fd, .events = POLLIN};
     if (src_fd >= 0)
         pfd[n++] = (struct pollfd){.fd = src_fd, .events = POLLIN};
+    pfd[n++] = (struct pollfd){.fd = a->put_efd, .events = POLLIN};
     timeout_ms = a->next_liveness_ns > now
                      ? (int) ((a->next_liveness_ns - now) / 1000000u) + 1
                      : 1;
@@ -724,6 +958,11 @@ agent_wait(struct scimq_mpi_agent *a)
 
         (void) !read(src_fd, &v, sizeof(v));
     }
+    {
+        uint64_t v;
+
+        (void) !read(a->put_efd, &v, sizeof(v));
+    }
 }
 
 static void *
@@ -734,7 +973,8 @@ agent_main(void *arg)
     /* Named, so that top -H and ps -L show what takes the CPU. */
     (void) pthread_setname_np(pthread_self(), "scimq-agent");
     placement(a);
-    while (!atomic_load(&a->stop) && a->ngone < a->nranks) {
+    /* Until finalize stops it: a rank that left may still put. */
+    while (!atomic_load(&a->stop)) {
         bool busy = reap(a) > 0;
 
         /* Handle what arrived, here or while a send waited for room, in
@@ -750,6 +990,10 @@ agent_main(void *arg)
                                       a->ops_mr.desc, op);
             busy = true;
         }
+        if (put_finish(a))
+            busy = true;
+        if (a->ngone == a->nranks)
+            atomic_store(&a->exited, true); /* every rank said BYE */
         liveness(a);
         fetch(a);
         if (dispatch(a))
@@ -867,7 +1111,10 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
     a->ctx = ctx;
     a->nranks = ctx->node_size;
     a->bell_fd = -1;
+    a->put_efd = -1;
     pthread_mutex_init(&a->slot_lock, NULL);
+    pthread_mutex_init(&a->put_lock, NULL);
+    pthread_cond_init(&a->put_cv, NULL);
     rc = scimq__fabric_open_waitable(&a->fab, ctx->provider);
     if (rc != 0)
         goto fail;
@@ -890,11 +1137,20 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
     a->nrecv = 4 * a->nranks; /* as many as a rank's send buffers */
     a->nsend = 2 * a->nranks;
     a->ops = calloc((size_t) (a->nrecv + a->nsend), sizeof(*a->ops));
+    a->puts = calloc((size_t) a->nranks, sizeof(*a->puts));
+    a->put_jobs = calloc((size_t) a->nranks, sizeof(*a->put_jobs));
+    a->put_done = calloc((size_t) a->nranks, sizeof(*a->put_done));
     a->arrived = calloc((size_t) a->nrecv, sizeof(*a->arrived));
     rc = SCIMQ_ENOMEM;
     if (!a->rank_fa || !a->rank_pid || !a->want || !a->assigned || !a->gone ||
-        !a->ops || !a->arrived)
+        !a->ops || !a->arrived || !a->puts || !a->put_jobs || !a->put_done)
         goto fail;
+    a->put_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (a->put_efd < 0)
+        goto fail;
+    if (pthread_create(&a->put_thread, NULL, put_main, a) != 0)
+        goto fail;
+    a->put_started = true;
     rc = scimq__fabric_mr_reg(&a->fab, a->ops,
                               (size_t) (a->nrecv + a->nsend) * sizeof(*a->ops),
                               2, &a->ops_mr);
@@ -1003,6 +1259,14 @@ scimq__agent_destroy(struct scimq_mpi_agent *a)
         atomic_store(&a->stop, true);
         pthread_join(a->thread, NULL);
     }
+    if (a->put_started) {
+        /* Every rank's put was answered before its BYE. */
+        pthread_mutex_lock(&a->put_lock);
+        a->put_quit = true;
+        pthread_cond_signal(&a->put_cv);
+        pthread_mutex_unlock(&a->put_lock);
+        pthread_join(a->put_thread, NULL);
+    }
     if (a->src != NULL) {
         /* Messages in the pool that no rank processed go back. */
         for (uint32_t i = 0; a->slots && i < a->nslots; i++) {
@@ -1020,6 +1284,13 @@ scimq__agent_destroy(struct scimq_mpi_agent *a)
     scimq__fabric_close(&a->fab);
     if (a->bell_fd >= 0)
         close(a->bell_fd);
+    if (a->put_efd >= 0)
+        close(a->put_efd);
+    free(a->puts);
+    free(a->put_jobs);
+    free(a->put_done);
+    pthread_mutex_destroy(&a->put_lock);
+    pthread_cond_destroy(&a->put_cv);
     if (a->pool != NULL)
         munmap(a->pool, a->pool_len);
     free(a->slots);

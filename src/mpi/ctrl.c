@@ -56,6 +56,8 @@ static const struct type_rule rules[] = {
     [CTRL_MSG] = {false, 0, F_SLOT | F_MSG},
     [CTRL_EOS] = {false, 0, 0},
     [CTRL_ERR] = {false, 0, F_CODE},
+    [CTRL_PUT] = {true, 0, F_SLOT | F_MSG},
+    [CTRL_PUT_DONE] = {false, 0, F_SLOT | F_CODE},
 };
 
 int
@@ -98,6 +100,18 @@ scimq__ctrl_check(const struct scimq_mpi_ctrl *c, size_t len, bool to_agent)
         return c->lease_ms != 0 ? 0 : SCIMQ_EPROTO_ARGS;
     case CTRL_ERR:
         return c->code != 0 ? 0 : SCIMQ_EPROTO_ARGS;
+    case CTRL_PUT:
+        /* A put number (slot), the rank's buffer (raddr, key), the queue
+         * and block table (meta_len) and the payload; nothing inline, no
+         * generation, attempt or id (the gateway gives those). */
+        if (c->gen != 0 || c->attempt != 0 || c->msg_id != 0 ||
+            c->inline_len != 0)
+            return SCIMQ_EPROTO_RESERVED;
+        return c->meta_len >= 12 && c->meta_len <= SCIMQ_MPI_META_MAX
+                   ? 0
+                   : SCIMQ_EPROTO_ARGS;
+    case CTRL_PUT_DONE:
+        return c->gen == 0 ? 0 : SCIMQ_EPROTO_RESERVED;
     case CTRL_MSG:
         /* A block table (at least its count) that fits the slot's room,
          * and either everything inline or nothing (then an address). */

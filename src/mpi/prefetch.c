@@ -52,12 +52,19 @@
 
 #include "common/log.h"
 #include "prefetch.h"
+#include "protocol/wire.h"
 
 #define NSEND 4
 #define NREQ 32
-/* Receives posted: one per buffer (at most one MSG each) and two for an
- * EOS or ERR. */
-#define EXTRA_RECV 2
+/* Receives posted: one per buffer (at most one MSG each), two for an EOS
+ * or ERR and one for a PUT_DONE. */
+#define EXTRA_RECV 3
+/* How long a put waits for its PUT_DONE at most: the gateway may hold a
+ * PUT back for a while (back-pressure), a dead agent is noticed sooner
+ * (liveness). */
+#define PUT_TIMEOUT_NS (600ull * 1000000000ull)
+/* Wait before asking again when the agent's pool had no room. */
+#define PUT_RETRY_NS 1000000u
 /* How long close() lets queued control messages leave. */
 #define CLOSE_DRAIN_NS (2000000000ull)
 /* Yields while the application waits before the thread sleeps between
@@ -87,13 +94,18 @@ struct pf_req {
     uint16_t type, flags;
     uint32_t slot, lease_ms;
     uint64_t gen;
+    /* PUT */
+    uint64_t raddr, key, payload_len;
+    uint32_t meta_len;
 };
 
 struct scimq_mpi_prefetch {
     struct scimq_mpi_prefetch_cfg cfg;
     struct scimq_fabric fab;
-    struct scimq_fabric_mr buf_mr, recv_mr, send_mr;
-    uint8_t *area; /* nbuf message buffers */
+    struct scimq_fabric_mr buf_mr, recv_mr, send_mr, put_mr;
+    uint8_t *put_area;          /* buf_size: [ .. meta | payload ] */
+    pthread_mutex_t put_serial; /* one put at a time */
+    uint8_t *area;              /* nbuf message buffers */
     size_t buf_size, area_len;
     int nbuf;
     struct pf_buf *bufs;
@@ -129,6 +141,10 @@ struct scimq_mpi_prefetch {
     int req_head, req_n;
     int depth; /* current P */
     bool app_waiting, eos, bye, quit;
+    bool put_waiting;    /* a put awaits its PUT_DONE */
+    uint32_t put_seq;    /* the put in flight (its number) */
+    uint32_t put_answer; /* the number of the last PUT_DONE */
+    int put_rc;          /* and its result */
     int error;
     uint64_t handed_ns, ewma_fetch_ns, ewma_service_ns;
 };
@@ -161,6 +177,7 @@ scimq__prefetch_open(const struct scimq_mpi_prefetch_cfg *cfg,
     pf->depth = cfg->depth < 0 ? 1 : cfg->depth;
     pf->nbuf = (cfg->depth < 0 ? SCIMQ_MPI_PREFETCH_AUTO_MAX : cfg->depth) + 1;
     pthread_mutex_init(&pf->lock, NULL);
+    pthread_mutex_init(&pf->put_serial, NULL);
     pthread_cond_init(&pf->app_cv, NULL);
     pthread_cond_init(&pf->io_cv, NULL);
     *pf_p = pf;
@@ -180,6 +197,18 @@ scimq__prefetch_open(const struct scimq_mpi_prefetch_cfg *cfg,
     for (size_t off = 0; off < pf->area_len; off += page)
         pf->area[off] = 0;
     rc = scimq__fabric_mr_reg(&pf->fab, pf->area, pf->area_len, 3, &pf->buf_mr);
+    if (rc != 0)
+        return rc;
+    /* The put buffer is not touched now: most ranks put little or
+     * nothing, and its pages fault in on the first put. */
+    pf->put_area = mmap(NULL, pf->buf_size, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (pf->put_area == MAP_FAILED) {
+        pf->put_area = NULL;
+        return SCIMQ_ENOMEM;
+    }
+    rc = scimq__fabric_mr_reg(&pf->fab, pf->put_area, pf->buf_size, 6,
+                              &pf->put_mr);
     if (rc != 0)
         return rc;
     pf->bufs = calloc((size_t) pf->nbuf, sizeof(*pf->bufs));
@@ -397,7 +426,11 @@ on_recv(struct scimq_mpi_prefetch *pf, struct pf_op *op, size_t len)
         on_msg(pf, m);
     } else {
         pthread_mutex_lock(&pf->lock);
-        if (m->type == CTRL_EOS) {
+        if (m->type == CTRL_PUT_DONE) {
+            pf->put_answer = m->slot;
+            pf->put_rc = m->code;
+            pthread_cond_broadcast(&pf->app_cv);
+        } else if (m->type == CTRL_EOS) {
             pf->eos = true;
             pf->credits_out = 0;
             pthread_cond_broadcast(&pf->app_cv);
@@ -545,6 +578,10 @@ send_pending(struct scimq_mpi_prefetch *pf)
             h->slot = r->slot;
             h->gen = r->gen;
             h->lease_ms = r->lease_ms;
+            h->raddr = r->raddr;
+            h->key = r->key;
+            h->payload_len = r->payload_len;
+            h->meta_len = r->meta_len;
             pf->req_head = (pf->req_head + 1) % NREQ;
             pf->req_n--;
             /* The message released gives room for the next one. */
@@ -626,7 +663,9 @@ idle(struct scimq_mpi_prefetch *pf, unsigned int *spins)
 
     pthread_mutex_lock(&pf->lock);
     reading = reads_busy_locked(pf);
-    urgent = reading ||
+    /* A put waits on this side's polling: for its PUT_DONE, and on
+     * tcp;ofi_rxm for the agent's read of the put buffer. */
+    urgent = reading || pf->put_waiting ||
              (pf->app_waiting && pf->ready_n == 0 && *spins < URGENT_SPINS);
     pthread_mutex_unlock(&pf->lock);
     /* A read that does not complete at once (shm without CMA, or any
@@ -658,7 +697,7 @@ idle(struct scimq_mpi_prefetch *pf, unsigned int *spins)
         ts.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&pf->lock);
-    if (pf->req_n == 0 && !pf->quit && !may_ask_locked(pf))
+    if (pf->req_n == 0 && !pf->quit && !pf->put_waiting && !may_ask_locked(pf))
         (void) pthread_cond_timedwait(&pf->io_cv, &pf->lock, &ts);
     pthread_mutex_unlock(&pf->lock);
 }
@@ -887,6 +926,107 @@ scimq__prefetch_bye(struct scimq_mpi_prefetch *pf, bool done)
     return rc;
 }
 
+/* Writes queue and the block table (as the agent's, queue first) before
+ * the payload in the put buffer; returns its length, or 0 when it does not
+ * fit the block table room. */
+static uint32_t
+put_meta(struct scimq_mpi_prefetch *pf, const char *queue,
+         const scimq_block_t *blocks, uint32_t count)
+{
+    uint8_t tmp[SCIMQ_MPI_META_MAX];
+    size_t ql = strlen(queue), len = 8 + ql;
+
+    if (len > sizeof(tmp))
+        return 0;
+    wire_put32(tmp, (uint32_t) ql);
+    memcpy(tmp + 4, queue, ql);
+    wire_put32(tmp + 4 + ql, count);
+    for (uint32_t i = 0; i < count; i++) {
+        const char *name = blocks[i].name != NULL ? blocks[i].name : "";
+        size_t nl = strlen(name);
+
+        if (len + 12 + nl > sizeof(tmp))
+            return 0;
+        wire_put32(tmp + len, (uint32_t) nl);
+        wire_put64(tmp + len + 4, blocks[i].len);
+        memcpy(tmp + len + 12, name, nl);
+        len += 12 + nl;
+    }
+    memcpy(pf->put_area + SCIMQ_MPI_SLOT_META - len, tmp, len);
+    return (uint32_t) len;
+}
+
+int
+scimq__prefetch_put(struct scimq_mpi_prefetch *pf, const char *queue,
+                    const scimq_block_t *blocks, uint32_t count)
+{
+    uint64_t total = 0, deadline = scimq__mpi_now_ns() + PUT_TIMEOUT_NS;
+    uint8_t *payload;
+    struct pf_req r = {.type = CTRL_PUT};
+    int rc;
+
+    if (count > SCIMQ_MPI_MAX_BLOCKS || (count > 0 && blocks == NULL))
+        return SCIMQ_EINVAL;
+    for (uint32_t i = 0; i < count; i++) {
+        if (blocks[i].len > pf->buf_size - SCIMQ_MPI_SLOT_META - total)
+            return SCIMQ_EMSGSIZE;
+        total += blocks[i].len;
+    }
+    pthread_mutex_lock(&pf->put_serial);
+    r.meta_len = put_meta(pf, queue, blocks, count);
+    if (r.meta_len == 0) {
+        pthread_mutex_unlock(&pf->put_serial);
+        return SCIMQ_EMSGSIZE;
+    }
+    payload = pf->put_area + SCIMQ_MPI_SLOT_META;
+    for (uint32_t i = 0; i < count; i++) {
+        if (blocks[i].len > 0)
+            memcpy(payload, blocks[i].data, blocks[i].len);
+        payload += blocks[i].len;
+    }
+    r.raddr = scimq__fabric_remote_addr(
+        &pf->fab, &pf->put_mr, pf->put_area + SCIMQ_MPI_SLOT_META - r.meta_len);
+    r.key = pf->put_mr.key;
+    r.payload_len = total;
+    pthread_mutex_lock(&pf->lock);
+    for (;;) {
+        r.slot = ++pf->put_seq;
+        rc = request_locked(pf, &r);
+        if (rc != 0)
+            break;
+        pf->put_waiting = true;
+        while (pf->put_answer != r.slot && pf->error == 0 &&
+               scimq__mpi_now_ns() < deadline) {
+            struct timespec ts;
+
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 10000000;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            (void) pthread_cond_timedwait(&pf->app_cv, &pf->lock, &ts);
+        }
+        pf->put_waiting = false;
+        rc = pf->put_answer == r.slot ? pf->put_rc
+             : pf->error != 0         ? pf->error
+                                      : SCIMQ_ETIMEDOUT;
+        /* The agent's pool was full for now: ask again shortly. */
+        if (rc != SCIMQ_ENOBUFS || scimq__mpi_now_ns() >= deadline)
+            break;
+        pthread_mutex_unlock(&pf->lock);
+        {
+            struct timespec ts = {0, PUT_RETRY_NS};
+
+            nanosleep(&ts, NULL);
+        }
+        pthread_mutex_lock(&pf->lock);
+    }
+    pthread_mutex_unlock(&pf->lock);
+    pthread_mutex_unlock(&pf->put_serial);
+    return rc;
+}
+
 void
 scimq__prefetch_close(struct scimq_mpi_prefetch *pf)
 {
@@ -899,6 +1039,7 @@ scimq__prefetch_close(struct scimq_mpi_prefetch *pf)
         pthread_mutex_unlock(&pf->lock);
         pthread_join(pf->thread, NULL);
     }
+    scimq__fabric_mr_dereg(&pf->put_mr);
     scimq__fabric_mr_dereg(&pf->send_mr);
     scimq__fabric_mr_dereg(&pf->recv_mr);
     scimq__fabric_mr_dereg(&pf->buf_mr);
@@ -907,11 +1048,14 @@ scimq__prefetch_close(struct scimq_mpi_prefetch *pf)
         close(pf->bell_fd);
     if (pf->area != NULL)
         munmap(pf->area, pf->area_len);
+    if (pf->put_area != NULL)
+        munmap(pf->put_area, pf->buf_size);
     free(pf->bufs);
     free(pf->recv_area);
     free(pf->recv_ops);
     free(pf->send_hdrs);
     pthread_mutex_destroy(&pf->lock);
+    pthread_mutex_destroy(&pf->put_serial);
     pthread_cond_destroy(&pf->app_cv);
     pthread_cond_destroy(&pf->io_cv);
     free(pf);

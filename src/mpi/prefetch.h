@@ -63,6 +63,21 @@ int scimq__prefetch_settle(struct scimq_mpi_prefetch *pf, uint16_t type,
  * to the gateway.  Nothing is asked or handed out afterwards. */
 int scimq__prefetch_bye(struct scimq_mpi_prefetch *pf, bool done);
 
+/*
+ * Publishes a message through the agent, on its gateway session (so that
+ * a job opens one session per agent, not one per rank): copies the blocks
+ * into this rank's put buffer (registered, as large as a message buffer),
+ * sends PUT, and waits until the agent has read it and the gateway has
+ * confirmed it (PUT_DONE).  Callers are taken one at a time.  Allowed
+ * until the endpoint closes, also after a stop or the end of the stream.
+ * Returns 0, the PUT's error (SCIMQ_ENOENT, SCIMQ_ECLOSED, ...),
+ * SCIMQ_EMSGSIZE (larger than the put buffer, or than the block table
+ * room), SCIMQ_ENOTSUP (the agent has no gateway session), the error that
+ * ended the hop, or SCIMQ_ETIMEDOUT (PUT_TIMEOUT_NS).
+ */
+int scimq__prefetch_put(struct scimq_mpi_prefetch *pf, const char *queue,
+                        const scimq_block_t *blocks, uint32_t count);
+
 /* Lets queued control messages leave (bounded), stops the thread and
  * closes the endpoint. */
 void scimq__prefetch_close(struct scimq_mpi_prefetch *pf);

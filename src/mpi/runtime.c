@@ -447,30 +447,18 @@ scimq_mpi_extend(scimq_mpi_t *ctx, const scimq_mpi_msg_t *msg,
 /* put, counters                                                             */
 /* ------------------------------------------------------------------------ */
 
+/* Through the node's agent and its one gateway session (prefetch.c). */
 int
 scimq_mpi_put(scimq_mpi_t *ctx, const char *queue, const scimq_block_t *blocks,
               uint32_t block_count)
 {
-    int rc = 0;
-
     if (ctx == NULL)
         ctx = default_ctx;
-    if (ctx == NULL || queue == NULL)
+    if (ctx == NULL || queue == NULL || queue[0] == '\0')
         return SCIMQ_EINVAL;
-    pthread_mutex_lock(&ctx->put_lock);
-    if (ctx->put_client == NULL) {
-        scimq_client_options_t o;
-
-        scimq_client_options_default(&o);
-        o.client_name = "scimq-mpi-rank";
-        o.token_file = ctx->token_file;
-        rc = scimq_client_open(ctx->url, &o, &ctx->put_client);
-    }
-    pthread_mutex_unlock(&ctx->put_lock);
-    if (rc != 0)
-        return rc;
-    return scimq_client_put(ctx->put_client, queue, blocks, block_count, NULL,
-                            NULL);
+    if (ctx->pf == NULL)
+        return SCIMQ_ESTATE;
+    return scimq__prefetch_put(ctx->pf, queue, blocks, block_count);
 }
 
 int
@@ -503,8 +491,6 @@ ctx_free(scimq_mpi_t *ctx)
 {
     if (ctx == NULL)
         return;
-    if (ctx->put_client != NULL)
-        (void) scimq_client_close(ctx->put_client);
     scimq__prefetch_close(ctx->pf);
     free(ctx->url);
     free(ctx->queue);
@@ -515,7 +501,6 @@ ctx_free(scimq_mpi_t *ctx)
         MPI_Comm_free(&ctx->node_comm);
     if (ctx->comm != MPI_COMM_NULL)
         MPI_Comm_free(&ctx->comm);
-    pthread_mutex_destroy(&ctx->put_lock);
     free(ctx);
 }
 
@@ -664,7 +649,6 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
         return SCIMQ_ENOMEM;
     }
     ctx->comm = ctx->node_comm = MPI_COMM_NULL;
-    pthread_mutex_init(&ctx->put_lock, NULL);
     if (MPI_Comm_dup(comm, &ctx->comm) != MPI_SUCCESS) {
         rc = SCIMQ_EMPI;
         goto out;

@@ -18,6 +18,12 @@
  *   agent -> rank   EOS | ERR code   end of stream / the agent failed
  *   rank  -> agent  BYE              this rank leaves (+DONE flag: and the
  *                                    message in hand is done)
+ *   rank  -> agent  PUT slot,raddr.. publish the message in the rank's put
+ *                                    buffer (queue name and block table,
+ *                                    then payload; the agent reads it and
+ *                                    PUTs it on its gateway session)
+ *   agent -> rank   PUT_DONE slot,code  its result (slot: the rank's put
+ *                                    number)
  *
  * A rank holds at most P + 1 credits and messages together (P, the
  * prefetch depth, prefetch.c), so a busy rank simply does not ask: that is
@@ -45,7 +51,7 @@
 
 #define SCIMQ_MPI_CTRL_MAGIC 0x53514d43u /* "SQMC" */
 /* Bumped on any change of the header or of its rules. */
-#define SCIMQ_MPI_CTRL_VERSION 2u
+#define SCIMQ_MPI_CTRL_VERSION 3u
 /* Room for the block table (and an inline header) before each payload. */
 #define SCIMQ_MPI_SLOT_META 4096u
 /* Blocks per message the runtime hands to ranks. */
@@ -65,7 +71,9 @@ enum scimq_mpi_ctrl_type {
     CTRL_BYE,
     CTRL_MSG,
     CTRL_EOS,
-    CTRL_ERR
+    CTRL_ERR,
+    CTRL_PUT,     /* rank -> agent */
+    CTRL_PUT_DONE /* agent -> rank */
 };
 
 #define CTRL_F_WANT (1u << 0)    /* DONE/NACK: and one credit more */
@@ -176,8 +184,6 @@ struct scimq_mpi {
     char names[SCIMQ_MPI_SLOT_META];
 
     uint64_t messages, bytes;
-    scimq_client_t *put_client;
-    pthread_mutex_t put_lock;
 
     struct scimq_mpi_agent *agent; /* node rank 0 only */
 };

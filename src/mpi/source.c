@@ -248,6 +248,15 @@ gw_close(void *src)
     free(g);
 }
 
+/* The session the agent's REPORT goes on (report.c). */
+static scimq_client_t *
+gw_session(void *src)
+{
+    struct gw_source *g = src;
+
+    return g->c;
+}
+
 const struct scimq_mpi_source_ops scimq__mpi_gateway_source = {
     .open = gw_open,
     .get = gw_get,
@@ -256,4 +265,5 @@ const struct scimq_mpi_source_ops scimq__mpi_gateway_source = {
     .extend = gw_extend,
     .free = gw_free,
     .close = gw_close,
+    .session = gw_session,
 };

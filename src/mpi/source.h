@@ -51,6 +51,9 @@ struct scimq_mpi_source_ops {
     int (*extend)(void *src, scimq_message_t *m, uint32_t lease_ms);
     void (*free)(void *src, scimq_message_t *m); /* releases its slot */
     void (*close)(void *src);
+    /* The gateway session, which the agent's REPORT goes on (report.c);
+     * NULL (or no op): a source without one sends no reports. */
+    scimq_client_t *(*session)(void *src);
 };
 
 extern const struct scimq_mpi_source_ops scimq__mpi_gateway_source;

@@ -51,8 +51,8 @@ main(void)
     struct scimq_mpi_ctrl c, m;
 
     /* Each type, in its direction and not in the other. */
-    for (uint16_t t = CTRL_WANT; t <= CTRL_ERR; t++) {
-        bool to_agent = t <= CTRL_BYE;
+    for (uint16_t t = CTRL_WANT; t <= CTRL_PUT_DONE; t++) {
+        bool to_agent = t <= CTRL_BYE || t == CTRL_PUT;
 
         scimq__ctrl_init(&c, t, 0);
         if (t == CTRL_EXTEND) {
@@ -63,6 +63,15 @@ main(void)
             c.code = SCIMQ_EIO;
         if (t == CTRL_MSG)
             c = msg_ref();
+        if (t == CTRL_PUT) {
+            c.slot = 4;
+            c.raddr = 8192;
+            c.key = 5;
+            c.meta_len = 40;
+            c.payload_len = 100;
+        }
+        if (t == CTRL_PUT_DONE)
+            c.slot = 4; /* code 0: published */
         expect("valid type", scimq__ctrl_check(&c, n, to_agent), 0);
         expect("wrong direction", scimq__ctrl_check(&c, n, !to_agent),
                SCIMQ_EPROTO_OPCODE);
@@ -94,7 +103,7 @@ main(void)
     m = c;
     m.type = 0;
     expect("type 0", scimq__ctrl_check(&m, n, true), SCIMQ_EPROTO_OPCODE);
-    m.type = CTRL_ERR + 1;
+    m.type = CTRL_PUT_DONE + 1;
     expect("unknown type", scimq__ctrl_check(&m, n, true), SCIMQ_EPROTO_OPCODE);
     m = c;
     m.flags = CTRL_F_REQUEUE;
@@ -126,6 +135,32 @@ main(void)
     scimq__ctrl_init(&m, CTRL_ERR, 0);
     expect("ERR without a code", scimq__ctrl_check(&m, n, false),
            SCIMQ_EPROTO_ARGS);
+
+    /* PUT and its answer. */
+    scimq__ctrl_init(&m, CTRL_PUT, 0);
+    m.raddr = 64;
+    m.key = 5;
+    m.meta_len = 8;
+    expect("PUT block table too short", scimq__ctrl_check(&m, n, true),
+           SCIMQ_EPROTO_ARGS);
+    m.meta_len = SCIMQ_MPI_META_MAX + 1;
+    expect("PUT block table too long", scimq__ctrl_check(&m, n, true),
+           SCIMQ_EPROTO_ARGS);
+    m.meta_len = 20;
+    expect("PUT", scimq__ctrl_check(&m, n, true), 0);
+    m.attempt = 1;
+    expect("PUT with an attempt", scimq__ctrl_check(&m, n, true),
+           SCIMQ_EPROTO_RESERVED);
+    m.attempt = 0;
+    m.gen = 1;
+    expect("PUT with a generation", scimq__ctrl_check(&m, n, true),
+           SCIMQ_EPROTO_RESERVED);
+    scimq__ctrl_init(&m, CTRL_PUT_DONE, 0);
+    m.code = SCIMQ_ENOENT;
+    expect("PUT_DONE with an error", scimq__ctrl_check(&m, n, false), 0);
+    m.lease_ms = 1;
+    expect("lease on PUT_DONE", scimq__ctrl_check(&m, n, false),
+           SCIMQ_EPROTO_RESERVED);
 
     /* MSG: by reference, inline, and broken lengths. */
     m = msg_ref();

@@ -175,9 +175,15 @@ SCIMQ_EXPORT int scimq_mpi_extend(scimq_mpi_t *ctx, const scimq_mpi_msg_t *msg,
                                   uint32_t lease_ms);
 
 /**
- * Publishes a message (e.g. results) to a queue of the same gateway, from
- * this rank, over its own connection (opened on first use).  Returns once
- * the gateway confirmed it.  ctx NULL: the default context.
+ * Publishes a message (e.g. results) to a queue of the same gateway,
+ * through this rank's agent and its gateway session (one per agent, not
+ * per rank): the blocks are copied into the rank's put buffer, which the
+ * agent reads.  Returns once the gateway confirmed it: 0 or its error
+ * (SCIMQ_ENOENT, SCIMQ_ECLOSED, ...); SCIMQ_EMSGSIZE for a message larger
+ * than the job's largest message (SCIMQ_MPI_MAX_MESSAGE).  One put at a
+ * time per rank (concurrent callers wait); allowed until
+ * scimq_mpi_finalize(), also after a stop.  ctx NULL: the default
+ * context.
  */
 SCIMQ_EXPORT int scimq_mpi_put(scimq_mpi_t *ctx, const char *queue,
                                const scimq_block_t *blocks,
