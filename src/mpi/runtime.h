@@ -215,10 +215,9 @@ scimq__mpi_slot_size(uint64_t max_message)
            ~(huge - 1);
 }
 
-/* Polls with a back-off that stays cheap on oversubscribed nodes, except
- * for a few milliseconds after scimq__mpi_hot() (backoff.c). */
+/* Polls with a back-off that stays cheap on oversubscribed nodes
+ * (backoff.c). */
 void scimq__mpi_backoff(unsigned int *spins);
-void scimq__mpi_hot(void);
 /* The same decision without the wait: 0 (yield) or nanoseconds to sleep,
  * for a caller that sleeps on its own condition variable. */
 uint64_t scimq__mpi_backoff_ns(unsigned int *spins);
