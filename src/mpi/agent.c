@@ -82,6 +82,10 @@
 #include "runtime.h"
 #include "source.h"
 
+/* How long the agent keeps polling (yielding) after it last had work
+ * before it sleeps in poll() (agent_main()). */
+#define AGENT_SPIN_NS 200000u
+
 /* Pool chunk: the unit of allocation (a payload, its block table and an
  * inline header take whole chunks). */
 #define CHUNK (64u << 10)
@@ -969,6 +973,7 @@ static void *
 agent_main(void *arg)
 {
     struct scimq_mpi_agent *a = arg;
+    uint64_t last_busy_ns = 0;
 
     /* Named, so that top -H and ps -L show what takes the CPU. */
     (void) pthread_setname_np(pthread_self(), "scimq-agent");
@@ -998,7 +1003,14 @@ agent_main(void *arg)
         fetch(a);
         if (dispatch(a))
             busy = true;
-        if (!busy)
+        /* Spin, then block: a busy stream (small messages: a DONE every
+         * few tens of microseconds) keeps the agent awake, where a wake-up
+         * from poll() would cost more than the message. */
+        if (busy)
+            last_busy_ns = scimq__mpi_now_ns();
+        else if (scimq__mpi_now_ns() - last_busy_ns < AGENT_SPIN_NS)
+            sched_yield();
+        else
             agent_wait(a);
     }
     atomic_store(&a->exited, true);
