@@ -79,6 +79,7 @@
 #include "common/topo.h"
 #include "doorbell.h"
 #include "protocol/wire.h"
+#include "report.h" /* per-MPI-job reports (issue 14) */
 #include "runtime.h"
 #include "source.h"
 
@@ -172,6 +173,7 @@ struct scimq_mpi_agent {
     void *src;
     bool eos;
     int error;
+    struct scimq_mpi_report *report; /* REPORTs (report.c), or NULL */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -452,6 +454,8 @@ assign(struct scimq_mpi_agent *a, int rank, uint32_t slot)
         msg.key = a->pool_mr.key;
         rc = send_ctrl(a, rank, &msg);
     }
+    if (rc == 0) /* REPORT: one more handed to rank (report.c) */
+        scimq__report_assigned(a->report, rank, slot);
     if (rc != 0) {
         SCIMQ_LOG_ERROR(MPI, "agent: cannot send to rank %d: %s", rank,
                         scimq_strerror(rc));
@@ -481,6 +485,9 @@ settle(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c)
         return; /* stale: the slot moved on */
     slot_free(a, c->slot);
     a->assigned[c->rank]--;
+    /* REPORT: per-rank acks and service time (report.c) */
+    scimq__report_settled(a->report, (int) c->rank, c->slot,
+                          c->type == CTRL_DONE);
     if (c->type == CTRL_DONE)
         (void) a->src_ops->settle(a->src, s->msg, SCIMQ_SRC_ACK);
     else
@@ -1000,6 +1007,7 @@ agent_main(void *arg)
         if (a->ngone == a->nranks)
             atomic_store(&a->exited, true); /* every rank said BYE */
         liveness(a);
+        scimq__report_tick(a->report, a->ready_n, a->assigned); /* REPORT */
         fetch(a);
         if (dispatch(a))
             busy = true;
@@ -1199,6 +1207,10 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
                 goto fail;
         }
     }
+    /* REPORTs to the gateway on the source's session (report.c) */
+    a->report = scimq__report_create(
+        ctx, a->src_ops->session != NULL ? a->src_ops->session(a->src) : NULL,
+        a->fab.info->fabric_attr->prov_name, a->nslots, a->slot_size);
 
     memset(info, 0, sizeof(*info));
     if (a->bell_fd >= 0)
@@ -1279,6 +1291,9 @@ scimq__agent_destroy(struct scimq_mpi_agent *a)
         pthread_mutex_unlock(&a->put_lock);
         pthread_join(a->put_thread, NULL);
     }
+    /* The final REPORT, while the session is still open (report.c) */
+    scimq__report_destroy(a->report, a->ready_n, a->assigned);
+    a->report = NULL;
     if (a->src != NULL) {
         /* Messages in the pool that no rank processed go back. */
         for (uint32_t i = 0; a->slots && i < a->nslots; i++) {
