@@ -132,6 +132,10 @@ enum scimq_param_type {
       "file the gateway writes the HTTP HOST:PORT to once it listens")         \
     X(GATEWAY_HTTP_CACHE_MS, "gateway_http_cache_ms", INT, "1000",             \
       "HTTP: a statistics snapshot is reused for this long")                   \
+    X(GATEWAY_JOBS_MAX, "gateway_jobs_max", INT, "64",                         \
+      "MPI agents (sessions) whose REPORTs are kept; 0: REPORTs refused")      \
+    X(GATEWAY_JOBS_KEEP_MS, "gateway_jobs_keep_ms", INT, "300000",             \
+      "how long an MPI agent's final REPORT stays in STATS and /metrics")      \
     X(PROTO_DATASUM, "proto_datasum", BOOL, "false",                           \
       "send a CRC32C of every payload (receivers always verify one)")          \
     X(PROTO_MAX_VERSION, "proto_max_version", INT, "3",                        \
