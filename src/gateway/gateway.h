@@ -28,6 +28,7 @@
 #include "common/tls.h"
 #include "connreg.h"
 #include "hub.h"
+#include "jobs.h" /* MPI agents' REPORTs */
 
 struct gw_worker;
 
@@ -68,6 +69,7 @@ struct gateway {
     struct gw_options opt;
     struct gw_hub hub;
     struct gw_connreg conns;
+    struct gw_jobs jobs; /* MPI agents' REPORTs (jobs.h) */
     struct gw_worker *workers;
     int n_workers;
     uint64_t start_ms;

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,10 +365,173 @@ conns_part(FILE *f, const json_t *doc, size_t *omitted_p)
     free(v);
 }
 
+/* ------------------------------------------------------------------------ */
+/* MPI jobs (STATS "mpi_jobs", from the agents' REPORTs)                    */
+/* ------------------------------------------------------------------------ */
+
+struct agent_ref {
+    const char *job;
+    const json_t *a; /* one of the job's agents_detail */
+};
+
+static void
+agent_labels(FILE *f, const struct agent_ref *r)
+{
+    char agent[24];
+
+    snprintf(agent, sizeof(agent), "%" JSON_INTEGER_FORMAT,
+             json_integer_value(json_object_get(r->a, "agent")));
+    label(f, "job", r->job, true);
+    label(f, "agent", agent, false);
+}
+
+/* One gauge or counter family of every agent's figure key. */
+static void
+agent_family(FILE *f, const struct agent_ref *v, size_t n, const char *key,
+             const char *name, const char *type, const char *help)
+{
+    head(f, name, type, help);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%s{", name);
+        agent_labels(f, &v[i]);
+        fputc('}', f);
+        value(f, json_object_get(v[i].a, key));
+    }
+}
+
+/* The service-time histogram of each agent, in seconds (cumulative). */
+static void
+service_family(FILE *f, const struct agent_ref *v, size_t n)
+{
+    static const char name[] = "scimq_mpi_service_seconds";
+
+    head(f, name, "histogram",
+         "time from a message's hand-out to its rank's DONE, per agent");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *s = json_object_get(v[i].a, "service_us");
+        const json_t *b = json_object_get(s, "buckets");
+        json_int_t cum = 0;
+
+        /* Bucket k holds times under 2^k us; the last one is open. */
+        for (size_t k = 0; k + 1 < json_array_size(b); k++) {
+            cum += json_integer_value(json_array_get(b, k));
+            fprintf(f, "%s_bucket{", name);
+            agent_labels(f, &v[i]);
+            fprintf(f, ",le=\"%.6g\"} %" JSON_INTEGER_FORMAT "\n",
+                    (double) (UINT64_C(1) << k) / 1e6, cum);
+        }
+        fprintf(f, "%s_bucket{", name);
+        agent_labels(f, &v[i]);
+        fprintf(f, ",le=\"+Inf\"} %" JSON_INTEGER_FORMAT "\n",
+                json_integer_value(json_object_get(s, "count")));
+        fprintf(f, "%s_sum{", name);
+        agent_labels(f, &v[i]);
+        fprintf(f, "} %.6f\n",
+                (double) json_integer_value(json_object_get(s, "sum")) / 1e6);
+        fprintf(f, "%s_count{", name);
+        agent_labels(f, &v[i]);
+        fputc('}', f);
+        value(f, json_object_get(s, "count"));
+    }
+}
+
+/* Per rank: delivered and acked, at most GW_METRICS_MAX_RANKS series. */
+static void
+rank_families(FILE *f, const struct agent_ref *v, size_t n, size_t *omitted_p)
+{
+    static const char *const keys[] = {"delivered", "acked"};
+    static const char *const names[] = {"scimq_mpi_rank_delivered_total",
+                                        "scimq_mpi_rank_acked_total"};
+    static const char *const helps[] = {
+        "messages the agent handed to the rank",
+        "messages the rank processed (DONE), acknowledged to the gateway"};
+
+    for (size_t k = 0; k < 2; k++) {
+        size_t shown = 0, omitted = 0;
+
+        head(f, names[k], "counter", helps[k]);
+        for (size_t i = 0; i < n; i++) {
+            const json_t *ranks = json_object_get(v[i].a, "ranks_detail");
+
+            for (size_t r = 0; r < json_array_size(ranks); r++) {
+                const json_t *x = json_array_get(ranks, r);
+                char rank[24];
+
+                if (shown == GW_METRICS_MAX_RANKS) {
+                    omitted++;
+                    continue;
+                }
+                shown++;
+                snprintf(rank, sizeof(rank), "%" JSON_INTEGER_FORMAT,
+                         json_integer_value(json_object_get(x, "rank")));
+                fprintf(f, "%s{", names[k]);
+                agent_labels(f, &v[i]);
+                label(f, "rank", rank, false);
+                fputc('}', f);
+                value(f, json_object_get(x, keys[k]));
+            }
+        }
+        *omitted_p = omitted;
+    }
+}
+
+static void
+jobs_part(FILE *f, const json_t *doc, size_t *agents_omitted_p,
+          size_t *ranks_omitted_p)
+{
+    const json_t *jobs = json_object_get(doc, "mpi_jobs");
+    struct agent_ref v[GW_METRICS_MAX_AGENTS];
+    size_t n = 0, omitted = 0;
+
+    /* Jobs come sorted by id and agents by index (jobs.c). */
+    for (size_t j = 0; j < json_array_size(jobs); j++) {
+        const json_t *job = json_array_get(jobs, j);
+        const json_t *agents = json_object_get(job, "agents_detail");
+
+        for (size_t a = 0; a < json_array_size(agents); a++) {
+            if (n == GW_METRICS_MAX_AGENTS) {
+                omitted++;
+                continue;
+            }
+            v[n].job = str(job, "job");
+            v[n].a = json_array_get(agents, a);
+            n++;
+        }
+    }
+    *agents_omitted_p = omitted;
+    head(f, "scimq_mpi_agent_info", "gauge",
+         "an MPI agent that reports: its libfabric provider, whether its "
+         "job ended (final report)");
+    for (size_t i = 0; i < n; i++) {
+        fputs("scimq_mpi_agent_info{", f);
+        agent_labels(f, &v[i]);
+        label(f, "provider", str(v[i].a, "provider"), false);
+        label(f, "final",
+              json_is_true(json_object_get(v[i].a, "final")) ? "true" : "false",
+              false);
+        fputs("} 1\n", f);
+    }
+    agent_family(f, v, n, "ranks", "scimq_mpi_agent_ranks", "gauge",
+                 "ranks the agent serves");
+    agent_family(f, v, n, "delivered", "scimq_mpi_agent_delivered_total",
+                 "counter", "messages the agent handed to its ranks");
+    agent_family(f, v, n, "acked", "scimq_mpi_agent_acked_total", "counter",
+                 "messages its ranks processed and the agent acknowledged");
+    agent_family(f, v, n, "pool_used", "scimq_mpi_pool_used_bytes", "gauge",
+                 "registered pool bytes holding messages");
+    agent_family(f, v, n, "pool_total", "scimq_mpi_pool_bytes", "gauge",
+                 "registered pool bytes of the agent");
+    agent_family(f, v, n, "age_s", "scimq_mpi_report_age_seconds", "gauge",
+                 "time since the agent's last report");
+    service_family(f, v, n);
+    rank_families(f, v, n, ranks_omitted_p);
+}
+
 char *
 gw_metrics_render(const json_t *doc, size_t *len_p)
 {
     size_t queues_omitted = 0, conns_omitted = 0;
+    size_t agents_omitted = 0, ranks_omitted = 0;
     char *text = NULL;
     FILE *f = open_memstream(&text, len_p);
 
@@ -376,12 +540,17 @@ gw_metrics_render(const json_t *doc, size_t *len_p)
     gateway_part(f, doc);
     queues_part(f, doc, &queues_omitted);
     conns_part(f, doc, &conns_omitted);
+    jobs_part(f, doc, &agents_omitted, &ranks_omitted);
     head(f, "scimq_metrics_omitted", "gauge",
-         "queues or connections left out of these metrics (cardinality "
-         "bound)");
+         "queues, connections, MPI agents or ranks left out of these metrics "
+         "(cardinality bound)");
     fprintf(f, "scimq_metrics_omitted{kind=\"queues\"} %zu\n", queues_omitted);
     fprintf(f, "scimq_metrics_omitted{kind=\"connections\"} %zu\n",
             conns_omitted);
+    fprintf(f, "scimq_metrics_omitted{kind=\"mpi_agents\"} %zu\n",
+            agents_omitted);
+    fprintf(f, "scimq_metrics_omitted{kind=\"mpi_ranks\"} %zu\n",
+            ranks_omitted);
     if (ferror(f) != 0) {
         fclose(f);
         free(text);

@@ -8,8 +8,10 @@
  * Label cardinality is bounded: one series per queue and per live
  * connection, at most GW_METRICS_MAX_QUEUES queues (by name) and
  * GW_METRICS_MAX_CONNS connections (oldest first); the rest are counted in
- * scimq_metrics_omitted.  No label carries a message id or anything else
- * that grows without bound while the set of queues and connections stays.
+ * scimq_metrics_omitted; MPI jobs as their agents report them, at most
+ * GW_METRICS_MAX_AGENTS agents and GW_METRICS_MAX_RANKS ranks.  No label
+ * carries a message id or anything else that grows without bound while the set
+ * of queues and connections stays.
  */
 #ifndef SCIMQ_GATEWAY_HTTP_METRICS_H
 #define SCIMQ_GATEWAY_HTTP_METRICS_H
@@ -20,6 +22,11 @@
 
 #define GW_METRICS_MAX_QUEUES 1000
 #define GW_METRICS_MAX_CONNS 256
+/* MPI jobs (REPORT): agents' series (jobs by id, agents by index) and
+ * per-rank series, over all jobs; the gateway keeps gateway_jobs_max
+ * agents at most in any case. */
+#define GW_METRICS_MAX_AGENTS 64
+#define GW_METRICS_MAX_RANKS 1024
 
 /* A malloc'ed text (its length in *len_p), or NULL when out of memory. */
 char *gw_metrics_render(const json_t *doc, size_t *len_p);

@@ -799,6 +799,25 @@ core_free(struct gateway *gw)
     gw_hub_destroy(&gw->hub);
 }
 
+/* The MPI agents' REPORTs (jobs.h): how many sessions, for how long. */
+static int
+jobs_setup(struct gw_jobs *j)
+{
+    int64_t max = scimq__param_int(SCIMQ_PARAM_GATEWAY_JOBS_MAX);
+    int64_t keep = scimq__param_int(SCIMQ_PARAM_GATEWAY_JOBS_KEEP_MS);
+
+    if (max < 0 || max > 4096 || keep < 0 || keep > 86400000) {
+        fprintf(stderr, "scimq-gateway: gateway_jobs_max must be 0..4096 and "
+                        "gateway_jobs_keep_ms 0..86400000\n");
+        return 2;
+    }
+    if (gw_jobs_init(j, (uint32_t) max, (uint64_t) keep) != 0) {
+        fprintf(stderr, "scimq-gateway: out of memory\n");
+        return 1;
+    }
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -823,6 +842,9 @@ main(int argc, char **argv)
     gw.n_workers = gw.opt.workers;
     gw.start_ms = gw_now_ms();
     gw_connreg_init(&gw.conns, gw.start_ms);
+    rc = jobs_setup(&gw.jobs);
+    if (rc != 0)
+        return rc;
     if (core_start(&gw) != 0)
         return 1;
 
@@ -891,6 +913,7 @@ main(int argc, char **argv)
     print_summary(&gw, m.exit_code);
     core_free(&gw);
     gw_connreg_destroy(&gw.conns);
+    gw_jobs_destroy(&gw.jobs);
     if (gw.opt.port_file[0] != '\0')
         unlink(gw.opt.port_file);
     if (gw.admin_path[0] != '\0')

@@ -87,6 +87,7 @@ gw_report_stats(struct gateway *gw, const scimq_proto_str_t *queue)
     gw_connreg_totals_json(&gw->conns, json_object_get(root, "totals"));
     if (gw->hub.journal != NULL)
         syncs_json(gw->hub.journal, json_object_get(root, "journal"));
+    json_object_set_new(root, "mpi_jobs", gw_jobs_json(&gw->jobs, gw_now_ms()));
     json_object_set_new(
         json_object_get(root, "spill"), "dir",
         json_string(gw->opt.spill_dir ? gw->opt.spill_dir : ""));
