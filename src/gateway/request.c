@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "conn_out.h"
+#include "jobs.h" /* REPORT */
 #include "report.h"
 #include "request.h"
 
@@ -377,6 +378,9 @@ handle_ready(struct gw_conn *c, const scimq_proto_frame_t *f)
     }
     case SCIMQ_PROTO_OP_STATS:
         handle_stats(c, f);
+        return;
+    case SCIMQ_PROTO_OP_REPORT: /* an MPI agent's figures (jobs.c) */
+        gw_jobs_frame(&c->gw->jobs, c, f);
         return;
     case SCIMQ_PROTO_OP_QUEUE_DELETE:
     case SCIMQ_PROTO_OP_QUEUE_BIND:
