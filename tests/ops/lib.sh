@@ -38,3 +38,19 @@ stop_pid() {
     done
     wait "$1" 2>/dev/null || true
 }
+
+# browse OUT ARGS...: headless Chromium on the live page (its own profile
+# in the test directory, stopped by timeout if it hangs); OUT gets stdout.
+# --virtual-time-budget lets the page's script and its polls run before
+# the DOM is dumped or the screenshot taken.  Needs start_http_gateway.
+browse() {
+    br_out=$1
+    shift
+    bounded 120 chromium --headless --no-sandbox --disable-gpu \
+        --no-first-run --disable-extensions --disable-sync \
+        --user-data-dir="$workdir/chromium" --virtual-time-budget=6000 \
+        "$@" "$HTTP_URL/" > "$br_out" 2>> "$workdir/chromium.err" || {
+        tail -n 20 "$workdir/chromium.err" >&2
+        fail "chromium $*"
+    }
+}

@@ -18,21 +18,6 @@ q=ops.page
 
 start_http_gateway --memory-limit 64MiB --set gateway_http_cache_ms=200
 
-# browse OUT ARGS...: headless Chromium on the page (its own profile in the
-# test directory, stopped by timeout if it hangs); OUT gets stdout.
-# --virtual-time-budget lets the page's script and its polls run before
-# the DOM is dumped or the screenshot taken.
-browse() {
-    br_out=$1
-    shift
-    bounded 120 chromium --headless --no-sandbox --disable-gpu \
-        --no-first-run --disable-extensions --disable-sync \
-        --user-data-dir="$workdir/chromium" --virtual-time-budget=6000 \
-        "$@" "$HTTP_URL/" > "$br_out" 2>> "$workdir/chromium.err" || {
-        tail -n 20 "$workdir/chromium.err" >&2
-        fail "chromium $*"
-    }
-}
 # dom_value FILE QUEUE FIELD: the data-value of a queue row's cell.
 dom_value() {
     python3 - "$1" "$2" "$3" << 'EOF'
