@@ -228,8 +228,7 @@ ranges_check(const scimq_proto_ranges_t *r)
 
         ids += v.count;
         if (v.count == 0 || ids > SCIMQ_PROTO_MAX_RANGE_IDS ||
-            (i > 0 && v.first < next) ||
-            v.first > UINT64_MAX - (v.count - 1))
+            (i > 0 && v.first < next) || v.first > UINT64_MAX - (v.count - 1))
             return SCIMQ_EPROTO_ARGS;
         if (i + 1 < r->n && v.first + (v.count - 1) >= UINT64_MAX - 1)
             return SCIMQ_EPROTO_ARGS; /* no room for a gap and a next */
