@@ -38,7 +38,7 @@
 #                      (per namespace: the host's stay as they are)
 #   --set NAME=VALUE   a SciMQ setting for the gateway, producer and
 #                      consumer, e.g. --set SCIMQ_NET_SNDBUF=12500000
-#   --full             the matrix: RTT 10,50, loss 0.01,0.1, K 4,16,
+#   --full             the full matrix: RTT 10,50, loss 0.01,0.1, K 4,16,
 #                      cubic, 16 MiB messages, 2 GiB per round, 5 rounds
 #
 # Needs root (namespaces, tc, iptables) and a build tree with

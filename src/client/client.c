@@ -1039,7 +1039,6 @@ scimq_client_session_version(scimq_client_t *c)
     return v;
 }
 
-/* (helper "mpi", issue 12) */
 uint64_t
 scimq_client_max_payload(scimq_client_t *c)
 {

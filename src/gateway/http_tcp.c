@@ -21,7 +21,7 @@
 
 #include <scimq/error.h>
 
-#include "common/net.h" /* wan (issue 15): scimq__sock_limit */
+#include "common/net.h" /* scimq__sock_limit */
 #include "http_tcp.h"
 
 /* A dump is read in pieces of this size; one piece holds dozens of
@@ -118,7 +118,7 @@ annotate_one(struct peer_entry *peers, const struct nlmsghdr *nh, uint16_t port)
                               ? INT64_MAX
                               : ti->tcpi_delivery_rate),
             "congestion", cong));
-    /* wan (issue 15): what held the sender back, from TCP_INFO's busy,
+    /* What held the sender back, from TCP_INFO's busy,
      * receive-window-limited and send-buffer-limited times (usec). */
     {
         json_t *t = json_object_get(e->conn, "tcp");

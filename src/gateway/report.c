@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "common/net.h" /* wan (issue 15): buffers the kernel cut */
+#include "common/net.h" /* buffers the kernel cut */
 #include "report.h"
 
 /* Resident set size from /proc/self/statm (bytes; 0 if unknown). */
@@ -60,7 +60,7 @@ gw_report_stats(struct gateway *gw, const scimq_proto_str_t *queue)
                   gw->n_workers);
 
     gw_connreg_json(&gw->conns, root);
-    /* wan (issue 15): sockets whose explicit net_sndbuf / net_rcvbuf the
+    /* Sockets whose explicit net_sndbuf / net_rcvbuf the
      * kernel cut (capped at net.core.wmem_max / rmem_max, src/common/net.c),
      * and the caps now. */
     json_object_set_new(

@@ -79,7 +79,7 @@
 #include "common/topo.h"
 #include "doorbell.h"
 #include "protocol/wire.h"
-#include "report.h" /* per-MPI-job reports (issue 14) */
+#include "report.h" /* per-MPI-job reports */
 #include "runtime.h"
 #include "source.h"
 

@@ -42,7 +42,7 @@ send_recv() {
     q="lib$2x$3"
     "$bindir/scimqctl" queue create "$q" --guaranteed > /dev/null ||
         fail "create $q"
-    env ${2:+SCIMQ_PROTO_MAX_VERSION=$2} "$bindir/scimq-send" --queue "$q" \
+    bounded 120 env ${2:+SCIMQ_PROTO_MAX_VERSION=$2} "$bindir/scimq-send" --queue "$q" \
         --synthetic --size 64B:4KiB --count "$n" --close \
         > "$workdir/send.$q.json" 2> "$workdir/send.$q.err" ||
         fail "$1: send failed"

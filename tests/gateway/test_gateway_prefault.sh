@@ -30,9 +30,12 @@ expect_eq "every byte of the pool pre-faulted" "$pool" \
     "$(gw_stat .memory.prefaulted)"
 stop_gateway
 
-# Stopped while it pre-faults: SIGINT ends the gateway (the thread stops
-# between two huge pages), with its summary.
-start_gateway --memory-limit 1GiB
+# Stopped while it pre-faults (a 4 GiB pool takes seconds to fault in):
+# SIGINT ends the gateway (the thread stops between two huge pages), with
+# its summary.
+start_gateway --memory-limit 4GiB
+expect_eq "4 GiB pool: pre-faulting when the signal comes" running \
+    "$(gw_stat .memory.prefault)"
 kill -INT "$GW_PID"
 i=0
 while kill -0 "$GW_PID" 2> /dev/null; do

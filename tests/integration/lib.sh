@@ -89,9 +89,20 @@ sanitized=no
 ldd "$gwbin" 2>/dev/null | grep -q 'libasan\|libtsan' && sanitized=yes
 pids=""
 
+# kill_tree PID: PID and every process below it.  A function run in the
+# background (`mpi_run ... &`) is a subshell whose children (timeout,
+# mpirun, the ranks) would outlive it.
+kill_tree() {
+    kill -STOP "$1" 2>/dev/null || return 0
+    for child in $(pgrep -P "$1" 2>/dev/null); do
+        kill_tree "$child"
+    done
+    kill -KILL "$1" 2>/dev/null || true
+}
+
 cleanup() {
     for p in $pids; do
-        kill -KILL "$p" 2>/dev/null || true
+        kill_tree "$p"
     done
     rm -rf "$workdir"
 }

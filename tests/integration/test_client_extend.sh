@@ -10,13 +10,14 @@
 
 start_gateway
 # 1. Four messages, 4 s of work each, 2 s ack timeout (an EXTEND goes out
-# every half lease: 1 s of margin, which a loaded machine needs).
-"$bindir/scimqctl" queue create long --guaranteed --ack-timeout 2 \
+# every half lease: 1 s of margin, which a loaded machine needs; both times
+# the multiplier for the sanitizer builds).
+"$bindir/scimqctl" queue create long --guaranteed --ack-timeout $((2 * mult)) \
     > /dev/null || fail "queue create long"
 bounded 60 "$bindir/scimq-send" --queue long --synthetic --size 4KiB \
     --count 4 --close > "$workdir/send.json" || fail "send"
-bounded 120 "$bindir/scimq-recv" --queue long --verify --until-eos \
-    --expect 4 --credit 2 --process-ms 4000 \
+bounded 240 "$bindir/scimq-recv" --queue long --verify --until-eos \
+    --expect 4 --credit 2 --process-ms $((4000 * mult)) \
     > "$workdir/recv.json" 2> "$workdir/recv.err" ||
     { cat "$workdir/recv.err" >&2; fail "scimq-recv (extended) failed"; }
 r="$workdir/recv.json"

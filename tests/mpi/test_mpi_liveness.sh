@@ -19,14 +19,15 @@ recv="$top_builddir/src/mpi/scimq-mpi-recv"
 start_gateway
 
 # 1. 6 s of work per message, 2 s ack timeout (the lease is extended every
-# half lease: 1 s of margin, which a loaded machine needs).
-"$bindir/scimqctl" queue create long --guaranteed --ack-timeout 2 \
+# half lease: 1 s of margin, which a loaded machine needs; both times the
+# multiplier for the sanitizer builds).
+"$bindir/scimqctl" queue create long --guaranteed --ack-timeout $((2 * mult)) \
     > /dev/null || fail "queue create long"
 bounded 60 "$bindir/scimq-send" --queue long --synthetic --size 4KiB \
     --count 4 --close > "$workdir/send.long.json" || fail "send long"
 np=2
 mpi_run 180 "$workdir/long.json" "$workdir/long.err" "$recv" --queue long \
-    --verify --expect 4 --process-ms 6000 ||
+    --verify --expect 4 --process-ms $((6000 * mult)) ||
     { tail -20 "$workdir/long.err" >&2; fail "long job failed"; }
 expect_eq "long: verified" 4 "$(json_get "$workdir/long.json" .verified)"
 expect_eq "long: duplicates" 0 "$(json_get "$workdir/long.json" .duplicates)"

@@ -192,7 +192,7 @@ fill_move(scimq_proto_args_t *a)
 }
 
 /* REPORT (40): the frame carries the body as a string; its own codec is
- * tested in tests/ops/test_report_codec.c. */
+ * tested in tests/ops/test_jobs.c. */
 static void
 fill_report(scimq_proto_args_t *a)
 {
@@ -2028,9 +2028,9 @@ test_args_hello(void)
 }
 
 /*
- * The range frames (session version 3): the three vectors of doc/scimp.md
- * 9.3 byte for byte, and every way to break the one encoding of a set of
- * ids, refused by the encoder and, resealed by hand, by the decoder.
+ * The range frames (session version 3): the ACK_RANGE vector of
+ * doc/scimp.md 9.3 byte for byte, and every way to break the one encoding of a
+ * set of ids, refused by the encoder and, resealed by hand, by the decoder.
  */
 static const uint8_t vec_ack_range[] = {
     0x53, 0x43, 0x4d, 0x50, 0x01, 0x19, 0x00, 0x00, 0x00, 0x00, 0x00,

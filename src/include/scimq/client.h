@@ -263,7 +263,6 @@ SCIMQ_EXPORT int scimq_client_limit(scimq_client_t *c, const char *queue,
  */
 SCIMQ_EXPORT unsigned int scimq_client_session_version(scimq_client_t *c);
 
-/* (helper "mpi", issue 12: the MPI agent sizes its buffers from it) */
 /**
  * The largest message payload (bytes) the gateway accepts, as its WELCOME
  * said (the smallest over the handle's streams); 0 if no session was ever
