@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +16,6 @@
 
 #include "clock.h"
 #include "common/log.h"
-#include "conn_out.h"
-#include "connection.h"
 #include "jobs.h"
 
 /* A report that is not final is dropped after this many of its periods. */
@@ -111,28 +110,6 @@ out:
     pthread_mutex_unlock(&j->lock);
     free(rep);
     return rc;
-}
-
-void
-gw_jobs_frame(struct gw_jobs *j, struct gw_conn *c,
-              const scimq_proto_frame_t *f)
-{
-    const char *why = NULL;
-    int rc;
-
-    if (c->version < SCIMQ_PROTO_SESSION_VERSION_REPORT) {
-        gw_conn_send_error(c, f->request_id, SCIMQ_ESTATE,
-                           "REPORT needs session version 3");
-        return;
-    }
-    rc = gw_jobs_put(j, c->session_id, c->info.peer, &f->args.report.body,
-                     gw_now_ms(), &why);
-    if (rc == 0)
-        return; /* like ACK: nothing answers a good report */
-    SCIMQ_LOG_INFO(GATEWAY, "connection %" PRIu64 " (%s): REPORT refused: %s",
-                   c->id, c->info.peer, why ? why : scimq_strerror(rc));
-    gw_conn_send_error(c, f->request_id, rc,
-                       why != NULL ? why : scimq_strerror(rc));
 }
 
 /* ------------------------------------------------------------------------ */

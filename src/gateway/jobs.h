@@ -51,10 +51,6 @@ int gw_jobs_put(struct gw_jobs *j, const uint8_t *session_id, const char *peer,
                 const scimq_proto_str_t *body, uint64_t now_ms,
                 const char **why_p);
 
-/* The REPORT frame f of connection c: kept, or answered with an ERROR. */
-void gw_jobs_frame(struct gw_jobs *j, struct gw_conn *c,
-                   const scimq_proto_frame_t *f);
-
 /*
  * The jobs as of now_ms, one object per job id with its agents and their
  * ranks (a new reference): STATS "mpi_jobs".

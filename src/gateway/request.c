@@ -18,7 +18,9 @@
 #include <string.h>
 
 #include <scimq/error.h>
+#include <scimq/report.h>
 
+#include "clock.h"
 #include "common/auth.h"
 #include "common/log.h"
 #include "common/param.h"
@@ -246,6 +248,29 @@ handle_put(struct gw_conn *c, const scimq_proto_frame_t *f)
     }
 }
 
+/* REPORT: an MPI agent's figures, kept by jobs.c; nothing answers a good
+ * one (like ACK), a bad one gets an ERROR naming the rule it broke. */
+static void
+handle_report(struct gw_conn *c, const scimq_proto_frame_t *f)
+{
+    const char *why = NULL;
+    int rc;
+
+    if (c->version < SCIMQ_PROTO_SESSION_VERSION_REPORT) {
+        gw_conn_send_error(c, f->request_id, SCIMQ_ESTATE,
+                           "REPORT needs session version 3");
+        return;
+    }
+    rc = gw_jobs_put(&c->gw->jobs, c->session_id, c->info.peer,
+                     &f->args.report.body, gw_now_ms(), &why);
+    if (rc == 0)
+        return;
+    SCIMQ_LOG_INFO(GATEWAY, "connection %" PRIu64 " (%s): REPORT refused: %s",
+                   c->id, c->info.peer, why ? why : scimq_strerror(rc));
+    gw_conn_send_error(c, f->request_id, rc,
+                       why != NULL ? why : scimq_strerror(rc));
+}
+
 static void
 handle_stats(struct gw_conn *c, const scimq_proto_frame_t *f)
 {
@@ -380,7 +405,7 @@ handle_ready(struct gw_conn *c, const scimq_proto_frame_t *f)
         handle_stats(c, f);
         return;
     case SCIMQ_PROTO_OP_REPORT: /* an MPI agent's figures (jobs.c) */
-        gw_jobs_frame(&c->gw->jobs, c, f);
+        handle_report(c, f);
         return;
     case SCIMQ_PROTO_OP_QUEUE_DELETE:
     case SCIMQ_PROTO_OP_QUEUE_BIND:

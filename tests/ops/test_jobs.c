@@ -24,19 +24,6 @@
 #include "gateway/http_metrics.h"
 #include "gateway/jobs.h"
 
-/* jobs.c answers a bad REPORT through the connection: not used here. */
-void gw_conn_send_error(struct gw_conn *c, uint64_t request_id, int code,
-                        const char *text);
-void
-gw_conn_send_error(struct gw_conn *c, uint64_t request_id, int code,
-                   const char *text)
-{
-    (void) c;
-    (void) request_id;
-    (void) code;
-    (void) text;
-}
-
 /* doc/scimp.md, "REPORT": the vector, field by field, in hex. */
 /* clang-format off */
 static const char *const vector_hex[] = {

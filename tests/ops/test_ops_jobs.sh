@@ -28,10 +28,12 @@ job_stat() {
 }
 
 # --- While it runs: a report that is not final --------------------------------
+# 50 ms per message on 2 ranks: about 6 s of work, 30 reports, so a poll
+# every few hundred ms on a loaded machine still sees one.
 np=2
 export SCIMQ_MPI_REPORT_MS=200 SCIMQ_MPI_JOB_ID=$job SCIMQ_MPI_PROVIDER=shm
 mpi_run 300 "$workdir/job.json" "$workdir/job.err" "$recv" \
-    --queue ops.jobs --verify --expect "$count" --process-ms 10 &
+    --queue ops.jobs --verify --expect "$count" --process-ms 50 &
 job_pid=$!
 unset SCIMQ_MPI_REPORT_MS SCIMQ_MPI_JOB_ID SCIMQ_MPI_PROVIDER
 track "$job_pid"
