@@ -13,7 +13,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 flavour=${1:-default}
 jobs=$(nproc 2>/dev/null || echo 2)
 
-all="--with-mpi --with-ofi --with-fftw --enable-fortran"
+all="--with-mpi --with-ofi --with-fftw --with-nfqueue --enable-fortran"
 case "$flavour" in
 default) flags="--enable-werror $all" ;;
 asan) flags="--enable-werror --enable-asan --enable-ubsan --enable-debug $all" ;;

@@ -49,7 +49,8 @@ extern "C" {
  * Session protocol versions (the opcode set and its semantics) this library
  * speaks: a client offers SCIMQ_PROTO_SESSION_VERSION_MIN..MAX in HELLO and
  * the gateway picks one in WELCOME.  History: 1 = first release; 2 = adds
- * LIMIT; 3 (SciMP 1.1) = adds ACK_RANGE, NACK_RANGE and PUT_OK_RANGE.
+ * LIMIT; 3 (SciMP 1.1) = adds ACK_RANGE, NACK_RANGE, PUT_OK_RANGE and
+ * REPORT.
  * The frame layout is the same in all three.
  */
 #define SCIMQ_PROTO_SESSION_VERSION_MIN 1
