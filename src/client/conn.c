@@ -459,22 +459,6 @@ conn_up(struct stream *s)
     scimq__session_stream_up(c, s);
 }
 
-/*
- * The highest session version offered: proto_max_version, within what the
- * library speaks (a lower one makes it speak as an older release would).
- */
-static uint8_t
-offered_max(void)
-{
-    int64_t v = scimq__param_int(SCIMQ_PARAM_PROTO_MAX_VERSION);
-
-    if (v < SCIMQ_PROTO_SESSION_VERSION_MIN)
-        v = SCIMQ_PROTO_SESSION_VERSION_MIN;
-    if (v > SCIMQ_PROTO_SESSION_VERSION_MAX)
-        v = SCIMQ_PROTO_SESSION_VERSION_MAX;
-    return (uint8_t) v;
-}
-
 static int
 conn_send_hello(struct stream *s)
 {
@@ -485,7 +469,7 @@ conn_send_hello(struct stream *s)
     f.opcode = SCIMQ_PROTO_OP_HELLO;
     f.request_id = s->hello_rid = scimq__client_rid(c);
     f.args.hello.version_min = SCIMQ_PROTO_SESSION_VERSION_MIN;
-    f.args.hello.version_max = offered_max();
+    f.args.hello.version_max = scimq__param_proto_version_max();
     f.args.hello.stream_index = s->index;
     f.args.hello.stream_count = c->nstreams;
     if (c->have_session)
@@ -510,11 +494,11 @@ conn_welcome(struct stream *s, const scimq_proto_frame_t *f)
     if (s->state != SS_HELLO || f->request_id != s->hello_rid)
         return SCIMQ_EPROTO;
     if (f->args.welcome.version < SCIMQ_PROTO_SESSION_VERSION_MIN ||
-        f->args.welcome.version > offered_max()) {
-        SCIMQ_LOG_ERROR(CLIENT,
-                        "gateway chose session version %u, not one of %u..%u",
-                        f->args.welcome.version,
-                        SCIMQ_PROTO_SESSION_VERSION_MIN, offered_max());
+        f->args.welcome.version > scimq__param_proto_version_max()) {
+        SCIMQ_LOG_ERROR(
+            CLIENT, "gateway chose session version %u, not one of %u..%u",
+            f->args.welcome.version, SCIMQ_PROTO_SESSION_VERSION_MIN,
+            scimq__param_proto_version_max());
         return SCIMQ_EPROTO_VERSION;
     }
     if (f->args.welcome.stream_index != s->index ||

@@ -243,6 +243,18 @@ scimq__param_int(enum scimq_param_id id)
     return vals[id].v.i;
 }
 
+uint8_t
+scimq__param_proto_version_max(void)
+{
+    int64_t v = scimq__param_int(SCIMQ_PARAM_PROTO_MAX_VERSION);
+
+    if (v < SCIMQ_PROTO_SESSION_VERSION_MIN)
+        v = SCIMQ_PROTO_SESSION_VERSION_MIN;
+    if (v > SCIMQ_PROTO_SESSION_VERSION_MAX)
+        v = SCIMQ_PROTO_SESSION_VERSION_MAX;
+    return (uint8_t) v;
+}
+
 uint64_t
 scimq__param_size(enum scimq_param_id id)
 {

@@ -166,6 +166,13 @@ const char *scimq__param_str(enum scimq_param_id id);
 enum scimq_param_source scimq__param_source(enum scimq_param_id id);
 
 /*
+ * The highest SciMP session version a client offers or a gateway chooses:
+ * proto_max_version, within the versions this build speaks (a lower one
+ * makes either side speak as an older release would).
+ */
+uint8_t scimq__param_proto_version_max(void);
+
+/*
  * Sets a tunable by name from text.  Returns 0, SCIMQ_ENOENT (no such
  * tunable), SCIMQ_EINVAL (value does not parse for its type) or
  * SCIMQ_ENOMEM.  A value set with a lower precedence than the current one

@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "common/log.h"
 #include "jobs.h"
+#include "log2hist.h"
 
 /* A report that is not final is dropped after this many of its periods. */
 #define JOBS_MISSED_PERIODS 3u
@@ -116,24 +117,6 @@ out:
 /* STATS "mpi_jobs"                                                          */
 /* ------------------------------------------------------------------------ */
 
-/* The bucket bound (us) under which a share q of the times fell. */
-static uint64_t
-quantile_us(const uint64_t *bucket, uint64_t count, uint64_t max_us, double q)
-{
-    uint64_t seen = 0, want = (uint64_t) ((double) count * q + 0.5);
-
-    if (count == 0)
-        return 0;
-    if (want == 0)
-        want = 1;
-    for (unsigned int b = 0; b + 1 < SCIMQ_REPORT_BUCKETS; b++) {
-        seen += bucket[b];
-        if (seen >= want)
-            return b == 0 ? 1 : UINT64_C(1) << b;
-    }
-    return max_us;
-}
-
 static json_t *
 service_json(const uint64_t *bucket, uint64_t count, uint64_t sum,
              uint64_t max_us)
@@ -142,11 +125,15 @@ service_json(const uint64_t *bucket, uint64_t count, uint64_t sum,
 
     for (unsigned int i = 0; i < SCIMQ_REPORT_BUCKETS; i++)
         json_array_append_new(b, json_integer((json_int_t) bucket[i]));
-    return json_pack(
-        "{s:I, s:I, s:I, s:I, s:I, s:o}", "count", (json_int_t) count, "sum",
-        (json_int_t) sum, "max", (json_int_t) max_us, "p50_below",
-        (json_int_t) quantile_us(bucket, count, max_us, 0.5), "p99_below",
-        (json_int_t) quantile_us(bucket, count, max_us, 0.99), "buckets", b);
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:o}", "count",
+                     (json_int_t) count, "sum", (json_int_t) sum, "max",
+                     (json_int_t) max_us, "p50_below",
+                     (json_int_t) gw_log2_quantile(bucket, SCIMQ_REPORT_BUCKETS,
+                                                   count, max_us, 0.5),
+                     "p99_below",
+                     (json_int_t) gw_log2_quantile(bucket, SCIMQ_REPORT_BUCKETS,
+                                                   count, max_us, 0.99),
+                     "buckets", b);
 }
 
 static json_t *

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "common/net.h" /* buffers the kernel cut */
+#include "log2hist.h"
 #include "report.h"
 
 /* Resident set size from /proc/self/statm (bytes; 0 if unknown). */
@@ -22,20 +23,6 @@ rss_bytes(void)
     return (uint64_t) resident * (uint64_t) sysconf(_SC_PAGESIZE);
 }
 
-/* The bucket (upper bound, us) under which a share q of syncs fell. */
-static uint64_t
-quantile_us(const struct gw_journal_syncs *s, double q)
-{
-    uint64_t seen = 0, want = (uint64_t) ((double) s->count * q + 0.5);
-
-    for (unsigned int b = 0; b < GW_JOURNAL_SYNC_BUCKETS; b++) {
-        seen += s->bucket[b];
-        if (seen >= want && seen > 0)
-            return b == 0 ? 1 : 1ull << b;
-    }
-    return s->max_us;
-}
-
 static void
 syncs_json(struct gw_journal *j, json_t *journal)
 {
@@ -43,12 +30,16 @@ syncs_json(struct gw_journal *j, json_t *journal)
 
     gw_journal_syncs(j, &s);
     json_object_set_new(journal, "syncs", json_integer((json_int_t) s.count));
-    json_object_set_new(journal, "sync_us",
-                        json_pack("{s:I, s:I, s:I}", "median_below",
-                                  (json_int_t) quantile_us(&s, 0.5),
-                                  "p99_below",
-                                  (json_int_t) quantile_us(&s, 0.99), "max",
-                                  (json_int_t) s.max_us));
+    json_object_set_new(
+        journal, "sync_us",
+        json_pack(
+            "{s:I, s:I, s:I}", "median_below",
+            (json_int_t) gw_log2_quantile(s.bucket, GW_JOURNAL_SYNC_BUCKETS,
+                                          s.count, s.max_us, 0.5),
+            "p99_below",
+            (json_int_t) gw_log2_quantile(s.bucket, GW_JOURNAL_SYNC_BUCKETS,
+                                          s.count, s.max_us, 0.99),
+            "max", (json_int_t) s.max_us));
 }
 
 json_t *

@@ -35,27 +35,13 @@ struct pending_hello {
     char client_name[64];
 };
 
-/* The highest version this gateway chooses: proto_max_version, within
- * what it speaks (a lower one makes it answer as an older release). */
-static uint8_t
-version_max(void)
-{
-    int64_t v = scimq__param_int(SCIMQ_PARAM_PROTO_MAX_VERSION);
-
-    if (v < SCIMQ_PROTO_SESSION_VERSION_MIN)
-        v = SCIMQ_PROTO_SESSION_VERSION_MIN;
-    if (v > SCIMQ_PROTO_SESSION_VERSION_MAX)
-        v = SCIMQ_PROTO_SESSION_VERSION_MAX;
-    return (uint8_t) v;
-}
-
 /* The session version both sides speak, or 0. */
 static uint8_t
 version_pick(const scimq_proto_frame_t *f)
 {
-    uint8_t v = f->args.hello.version_max < version_max()
+    uint8_t v = f->args.hello.version_max < scimq__param_proto_version_max()
                     ? f->args.hello.version_max
-                    : version_max();
+                    : scimq__param_proto_version_max();
 
     if (v < f->args.hello.version_min || v < SCIMQ_PROTO_SESSION_VERSION_MIN)
         return 0;
@@ -125,7 +111,8 @@ handle_hello(struct gw_conn *c, const scimq_proto_frame_t *f)
 
         snprintf(text, sizeof(text),
                  "no common session protocol version (gateway speaks %d..%d)",
-                 SCIMQ_PROTO_SESSION_VERSION_MIN, version_max());
+                 SCIMQ_PROTO_SESSION_VERSION_MIN,
+                 scimq__param_proto_version_max());
         gw_conn_fail(c, f->request_id, SCIMQ_EPROTO_VERSION, text);
         return;
     }
