@@ -536,6 +536,25 @@ gw_conn_output_drained(struct gw_conn *c)
     read_start(c);
 }
 
+/* The kernel's TCP_INFO of c's socket into c->info (STATS "tcp"). */
+static void
+sample_tcp(struct gw_conn *c)
+{
+    struct scimq_sock_info si;
+    uv_os_fd_t fd;
+
+    if (c->info.admin || uv_fileno((uv_handle_t *) &c->tcp, &fd) != 0 ||
+        scimq__sock_info(fd, &si) != 0)
+        return;
+    c->info.rtt_us = si.rtt_us;
+    c->info.retransmits = si.retransmits;
+    c->info.cwnd = si.cwnd;
+    c->info.delivery_rate = si.delivery_rate;
+    c->info.busy_us = si.busy_us;
+    c->info.rwnd_limited_us = si.rwnd_limited_us;
+    c->info.sndbuf_limited_us = si.sndbuf_limited_us;
+}
+
 void
 gw_conn_check_timeouts(struct gw_conn_host *host, uint64_t now)
 {
@@ -546,6 +565,7 @@ gw_conn_check_timeouts(struct gw_conn_host *host, uint64_t now)
     {
         if (c->closing)
             continue;
+        sample_tcp(c);
         if (c->out_blocked) {
             /* Not read while blocked: only the output deadline (and the
              * HELLO one) apply. */

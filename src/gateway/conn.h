@@ -21,7 +21,8 @@ void gw_conn_accept(struct gw_conn_host *host, uv_stream_t *server, bool admin);
 void gw_conn_action(struct gw_conn_host *host, struct gw_action *a);
 /* Queued output went back under the cap: reading resumes. */
 void gw_conn_output_drained(struct gw_conn *c);
-/* Enforces the HELLO and idle timeouts (called every second). */
+/* Enforces the HELLO and idle timeouts and samples every connection's
+ * TCP_INFO for STATS (called every second). */
 void gw_conn_check_timeouts(struct gw_conn_host *host, uint64_t now_ms);
 /* Shutdown: BYE where it can be written at once, then close all. */
 void gw_conn_close_all(struct gw_conn_host *host);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/net.h"
 #include "connreg.h"
 
 void
@@ -182,6 +183,23 @@ static const char *const reject_names[GW_REJECT_COUNT] = {
     [GW_REJECT_SLOW] = "slow",         /* closed */
 };
 
+/* The last TCP_INFO sample: what the kernel said about the stream, and
+ * what held its sender back (common/net.h, scimq__sock_limit). */
+static json_t *
+tcp_json(const struct gw_conn_info *ci)
+{
+    uint64_t busy = ci->busy_us, rwnd = ci->rwnd_limited_us,
+             sndbuf = ci->sndbuf_limited_us;
+
+    return json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "rtt_us",
+        (json_int_t) ci->rtt_us, "retransmits", (json_int_t) ci->retransmits,
+        "cwnd", (json_int_t) ci->cwnd, "delivery_rate_Bps",
+        (json_int_t) ci->delivery_rate, "busy_us", (json_int_t) busy,
+        "rwnd_limited_us", (json_int_t) rwnd, "sndbuf_limited_us",
+        (json_int_t) sndbuf, "limited", scimq__sock_limit(busy, rwnd, sndbuf));
+}
+
 void
 gw_connreg_json(struct gw_connreg *r, json_t *root)
 {
@@ -210,6 +228,10 @@ gw_connreg_json(struct gw_connreg *r, json_t *root)
                       (json_int_t) ci->frames_in, "frames_out",
                       (json_int_t) ci->frames_out, "sndbuf", ci->sndbuf,
                       "rcvbuf", ci->rcvbuf, "congestion", ci->congestion));
+        if (!ci->admin)
+            json_object_set_new(
+                json_array_get(conns, json_array_size(conns) - 1), "tcp",
+                tcp_json(ci));
     }
     json_object_set_new(root, "connections",
                         json_integer((json_int_t) HASH_COUNT(r->all)));

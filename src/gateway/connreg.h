@@ -33,6 +33,10 @@ struct gw_conn_info {
     _Atomic uint64_t bytes_in, bytes_out, frames_in, frames_out;
     int sndbuf, rcvbuf;
     char congestion[16];
+    /* TCP_INFO, sampled by the connection's worker once a second (STATS
+     * reads them from any thread). */
+    _Atomic uint32_t rtt_us, retransmits, cwnd;
+    _Atomic uint64_t delivery_rate, busy_us, rwnd_limited_us, sndbuf_limited_us;
     UT_hash_handle hh;
 };
 

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@
 struct peer_entry {
     const char *peer; /* owned by the JSON entry */
     json_t *conn;
+    bool done; /* given the kernel's object in this dump */
     UT_hash_handle hh;
 };
 
@@ -85,7 +87,7 @@ annotate_one(struct peer_entry *peers, const struct nlmsghdr *nh, uint16_t port)
         return 0;
     remote_describe(m, peer, sizeof(peer));
     HASH_FIND_STR(peers, peer, e);
-    if (e == NULL || json_object_get(e->conn, "tcp") != NULL)
+    if (e == NULL || e->done)
         return 0;
     rest = (int) (nh->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
     for (a = (struct rtattr *) (m + 1); RTA_OK(a, rest);
@@ -100,6 +102,7 @@ annotate_one(struct peer_entry *peers, const struct nlmsghdr *nh, uint16_t port)
     }
     if (ti == NULL)
         return 0;
+    e->done = true; /* replaces the worker's once-a-second sample */
     json_object_set_new(
         e->conn, "tcp",
         json_pack(

@@ -17,10 +17,12 @@
 #include <jansson.h>
 
 /*
- * Adds a "tcp" object {state, rtt_us, rttvar_us, retransmits, lost, cwnd,
- * ssthresh, mss, pacing_rate_Bps, delivery_rate_Bps, congestion} to every
+ * Sets the "tcp" object {state, rtt_us, rttvar_us, retransmits, lost, cwnd,
+ * ssthresh, mss, pacing_rate_Bps, delivery_rate_Bps, congestion, busy and
+ * limited times} of every
  * entry of the array `conns` (STATS "connections_detail") whose "peer"
- * ("ADDR:PORT") is the remote end of a TCP socket with local port `port`.
+ * ("ADDR:PORT") is the remote end of a TCP socket with local port `port`
+ * (replacing the once-a-second sample STATS carries).
  * Returns the number of entries it matched, or a negative SciMQ error if
  * the kernel could not be asked (entries then stay as they were).
  */

@@ -55,6 +55,12 @@ p=$(cut_one "$send_pid") || fail "no producer stream to cut"
 ok "producer stream from port $p cut"
 p=$(cut_one "$recv_pid") || fail "no consumer stream to cut"
 ok "consumer stream from port $p cut"
+# STATS shows every stream's TCP state, sampled once a second by its worker.
+tcp='[.connections_detail[] | select(.stream >= 0 and .tcp.cwnd > 0 and
+    .tcp.rtt_us > 0 and (.tcp.limited | test("^(sndbuf|rwnd|cwnd|idle)$")))]
+    | length'
+wait_until 30 "no stream's TCP_INFO in STATS" stat_ge "$tcp" 4
+ok "STATS: TCP state of $(gw_stat "$tcp") streams"
 
 i=0
 while kill -0 "$send_pid" 2>/dev/null || kill -0 "$recv_pid" 2>/dev/null; do
