@@ -199,6 +199,18 @@ main(int argc, char **argv)
     }
     work_ms = (double) process_ms * (in_list(slow, rank) ? factor : 1.0);
 
+    /* Before scimq_mpi_init: a stop that comes while it starts is kept
+     * (scimq_mpi_stop() holds until the first next()), and the runtime
+     * leaves signals with a handler to the program. */
+    {
+        struct sigaction sa;
+
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_stop;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGUSR1, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+    }
     rc = scimq_mpi_init(MPI_COMM_WORLD, url, queue, &mo, &ctx);
     if (rc != 0) {
         if (rank == 0) {
@@ -212,15 +224,6 @@ main(int argc, char **argv)
     }
     (void) scimq_mpi_node(ctx, &st.node, NULL, &st.nodes);
 
-    {
-        struct sigaction sa;
-
-        memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = on_stop;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGUSR1, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-    }
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = now_s();
     for (;;) {
@@ -231,7 +234,11 @@ main(int argc, char **argv)
         rc = scimq_mpi_next_timed(ctx, &m, 250);
         if (rc == SCIMQ_ETIMEDOUT && !stop_requested)
             continue;
-        if (stop_requested && rc != 0 && rc != SCIMQ_EOS) {
+        /* Stopped: by our own signal, or by the job's (the runtime tells
+         * every rank, which may hear it before its own signal comes). */
+        if (rc == SCIMQ_ESTOPPED ||
+            (stop_requested && rc != 0 && rc != SCIMQ_EOS)) {
+            stop_requested = 1;
             rc = 0;
             break;
         }

@@ -259,7 +259,11 @@ i=0
 until grep -q '^scimq-url: ' "$JOB_OUT" 2> /dev/null; do
     i=$((i + 1)); [ "$i" -gt $((300 * mult)) ] && fail "sigterm job did not start"; sleep 0.1
 done
-sleep 2
+# The ranks are up once their agent consumes from the queue.
+(SCIMQ_URL=$GW_URL && export SCIMQ_URL &&
+    wait_until 60 "sigterm: the job's agent never consumed" \
+        stat_ge '.queues[] | select(.name=="forever") | .consumers' 1) || exit 1
+sleep 1
 scancel --batch --signal=TERM "$id" || fail "scancel --signal"
 wait_job "$id" 60
 grep -q 'SIGTERM: forwarding to launcher' "$JOB_OUT" ||
