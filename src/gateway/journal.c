@@ -40,6 +40,7 @@ struct gw_journal {
     struct gw_jseg w;  /* the active segment (w.fd -1 before the first) */
     uint64_t next_seg; /* number of the next segment opened */
     struct gw_actions unwritten; /* appended, not yet written or synced */
+    bool awaited; /* one of them is waited for (a message's PUT_OK, a spill) */
     bool unsynced;
     uint64_t unsynced_since_ms;
     pthread_mutex_t stats_lock;
@@ -125,6 +126,7 @@ complete_unwritten(struct gw_journal *j, int rc)
         j->done(j->arg, job, rc);
         gw_action_free(job);
     }
+    j->awaited = false;
 }
 
 /*
@@ -295,7 +297,7 @@ journal_main(void *arg)
     for (;;) {
         struct gw_actions batch;
         struct gw_action *job;
-        bool want_sync = false, stop;
+        bool want_sync = false, stop, written;
         int rc;
 
         pthread_mutex_lock(&j->lock);
@@ -336,6 +338,11 @@ journal_main(void *arg)
                     continue;
                 }
                 want_sync = want_sync || job->sync;
+                /* Records without a payload (settlements, attempts) wait
+                 * in the buffer for the next write or the batch's sync:
+                 * nothing waits for them, and writing them alone rewrote
+                 * a block per acknowledgement. */
+                j->awaited = j->awaited || job->payload != NULL;
                 gw_actions_push(&j->unwritten, job);
                 continue;
             case GW_ACT_JOURNAL_READ:
@@ -356,14 +363,17 @@ journal_main(void *arg)
             gw_action_free(job);
         }
         rc = 0;
+        written = true;
         if (want_sync || stop ||
             (j->unsynced && gw_now_ms() >= j->unsynced_since_ms + j->batch_ms))
             rc = do_sync(j);
-        else if (j->w.fd >= 0)
+        else if (j->awaited && j->w.fd >= 0)
             rc = gw_jseg_flush(&j->w);
+        else
+            written = j->unwritten.head == NULL;
         if (rc != 0)
             fail_segment(j, rc);
-        else
+        else if (written)
             complete_unwritten(j, 0);
         if (stop) {
             pthread_mutex_lock(&j->lock);

@@ -13,7 +13,8 @@
  * is written zero-padded and written again as it fills.  A large payload
  * that sits on a block boundary in memory (the pool's runs do) is written
  * straight from there: a PAD record first places its data on a block
- * boundary in the file, and only its last partial block is copied.  A seal
+ * boundary in the file, and only its last partial block is copied (and
+ * written in the same call, so the record is whole after one write).  A seal
  * pads the segment to a block boundary, so the blocks that a sync makes
  * durable are never written again (a torn rewrite cannot damage records
  * that were already confirmed).
@@ -44,16 +45,23 @@
  */
 #define GW_JSEG_RESERVE (64u * 1024 * 1024)
 
+/* Direct writes at least this large go as two halves at once (pwriter.h). */
+#define GW_JSEG_SPLIT_MIN (4u * 1024 * 1024)
+
+struct gw_pwriter;
+
 struct gw_jseg {
-    int fd;            /* -1: none open */
-    uint64_t seg;      /* its number */
-    bool direct;       /* opened with O_DIRECT */
-    uint64_t size;     /* bytes of records appended */
-    uint64_t written;  /* of which written to the file (flush, seal) */
-    uint64_t base;     /* file offset of buf[0], a multiple of ALIGN */
-    size_t fill;       /* bytes in buf: size - base */
-    uint64_t reserved; /* file bytes reserved (fallocate); UINT64_MAX: no */
-    uint8_t *buf;      /* GW_JSEG_BUF bytes, ALIGN-aligned */
+    int fd;                /* -1: none open */
+    uint64_t seg;          /* its number */
+    bool direct;           /* opened with O_DIRECT */
+    uint64_t size;         /* bytes of records appended */
+    uint64_t written;      /* of which written to the file (flush, seal) */
+    uint64_t base;         /* file offset of buf[0], a multiple of ALIGN */
+    size_t fill;           /* bytes in buf: size - base */
+    uint64_t reserved;     /* file bytes reserved (fallocate); UINT64_MAX: no */
+    uint8_t *buf;          /* GW_JSEG_BUF bytes, ALIGN-aligned */
+    uint8_t *tail;         /* one block: a direct payload's last, partial one */
+    struct gw_pwriter *pw; /* second writer, started at the first split */
 };
 
 /* An empty writer (no file), with its buffer.  0 or SCIMQ_ENOMEM. */
@@ -72,7 +80,8 @@ int gw_jseg_open(struct gw_jseg *s, const char *path, uint64_t seg);
 int gw_jseg_append(struct gw_jseg *s, const uint8_t *hdr, size_t hdr_len,
                    const uint8_t *data, uint64_t data_len, uint64_t *data_off);
 
-/* Writes every appended byte (written == size afterwards). */
+/* Writes every appended byte not yet written (written == size
+ * afterwards). */
 int gw_jseg_flush(struct gw_jseg *s);
 
 /* Pads to a block boundary with a PAD record, then flushes. */
