@@ -370,7 +370,7 @@ journal_main(void *arg)
         else if (j->awaited && j->w.fd >= 0)
             rc = gw_jseg_flush(&j->w);
         else
-            written = j->unwritten.head == NULL;
+            written = false; /* what is unwritten stays so, unreported */
         if (rc != 0)
             fail_segment(j, rc);
         else if (written)
