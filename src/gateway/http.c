@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/param.h"
+#include "common/port_file.h"
 #include "http.h"
 #include "http_metrics.h"
 #include "http_tcp.h"
@@ -261,27 +262,6 @@ gw_http_start(struct gw_http *h, struct gateway *gw, const char *spec,
     return 0;
 }
 
-/* HOST:PORT into path, atomically (a reader never sees half a line). */
-static int
-port_file_write(const char *path, const char *host, uint16_t port)
-{
-    char tmp[4096];
-    FILE *fp;
-
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long) getpid());
-    fp = fopen(tmp, "w");
-    if (fp == NULL)
-        return -errno;
-    fprintf(fp, strchr(host, ':') ? "[%s]:%u\n" : "%s:%u\n", host, port);
-    if (fclose(fp) != 0 || rename(tmp, path) != 0) {
-        int rc = -errno;
-
-        unlink(tmp);
-        return rc;
-    }
-    return 0;
-}
-
 int
 gw_http_start_configured(struct gw_http *h, struct gateway *gw,
                          uint16_t gw_port)
@@ -308,7 +288,7 @@ gw_http_start_configured(struct gw_http *h, struct gateway *gw,
         return rc;
     }
     if (port_file != NULL && port_file[0] != '\0') {
-        rc = port_file_write(port_file, h->host, h->port);
+        rc = scimq__port_file_write(port_file, h->host, h->port);
         if (rc != 0) {
             fprintf(stderr, "scimq-gateway: cannot write %s: %s\n", port_file,
                     scimq_strerror(rc));

@@ -35,6 +35,7 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "common/param.h"
+#include "common/port_file.h"
 #include "common/topo.h"
 #include "fsdir.h"
 #include "http.h" /* the read-only HTTP side (--http) */
@@ -546,32 +547,6 @@ tls_mode(const struct gw_options *o)
                : "on";
 }
 
-/* Writes HOST:PORT to the port file atomically (write + rename). */
-static int
-port_file_write(const char *path, const char *host, uint16_t port)
-{
-    char tmp[4096], name[256];
-    FILE *fp;
-
-    if (host[0] == '\0' || strcmp(host, "0.0.0.0") == 0 ||
-        strcmp(host, "::") == 0) {
-        if (gethostname(name, sizeof(name)) != 0)
-            snprintf(name, sizeof(name), "localhost");
-        name[sizeof(name) - 1] = '\0';
-        host = name;
-    }
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long) getpid());
-    fp = fopen(tmp, "w");
-    if (fp == NULL)
-        return -1;
-    fprintf(fp, strchr(host, ':') ? "[%s]:%u\n" : "%s:%u\n", host, port);
-    if (fclose(fp) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Signals and draining (main thread loop)                                   */
 /* ------------------------------------------------------------------------ */
@@ -871,9 +846,10 @@ main(int argc, char **argv)
         return 1;
     }
     if (gw.opt.port_file[0] != '\0' &&
-        port_file_write(gw.opt.port_file, gw.opt.listen_host, port) != 0) {
+        (rc = scimq__port_file_write(gw.opt.port_file, gw.opt.listen_host,
+                                     port)) != 0) {
         fprintf(stderr, "scimq-gateway: cannot write port file %s: %s\n",
-                gw.opt.port_file, strerror(errno));
+                gw.opt.port_file, scimq_strerror(rc));
         m.exit_code = 1;
         main_stop(&m);
     }

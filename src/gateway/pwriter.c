@@ -12,6 +12,7 @@
 #include <scimq/error.h>
 
 #include "common/error_internal.h"
+#include "common/iov.h"
 #include "pwriter.h"
 
 struct gw_pwriter {
@@ -38,15 +39,7 @@ gw_pwritev_all(int fd, struct iovec *iov, int n, uint64_t off)
         if (w == 0)
             return SCIMQ_EIO;
         off += (uint64_t) w;
-        while (n > 0 && (size_t) w >= iov->iov_len) {
-            w -= (ssize_t) iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (uint8_t *) iov->iov_base + w;
-            iov->iov_len -= (size_t) w;
-        }
+        iov = scimq__iov_advance(iov, &n, (size_t) w);
     }
     return 0;
 }

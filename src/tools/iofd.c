@@ -9,6 +9,7 @@
 #include <scimq/error.h>
 
 #include "common/error_internal.h"
+#include "common/iov.h"
 #include "iofd.h"
 
 int
@@ -30,16 +31,7 @@ scimq__writev_all(int fd, struct iovec *iov, int iovcnt)
                 continue;
             return scimq__err_from_errno(errno);
         }
-        /* Skip what was written; a partial iovec is advanced in place. */
-        while (iovcnt > 0 && (size_t) n >= iov->iov_len) {
-            n -= (ssize_t) iov->iov_len;
-            iov++;
-            iovcnt--;
-        }
-        if (iovcnt > 0) {
-            iov->iov_base = (char *) iov->iov_base + n;
-            iov->iov_len -= (size_t) n;
-        }
+        iov = scimq__iov_advance(iov, &iovcnt, (size_t) n);
     }
     return 0;
 }
