@@ -715,7 +715,7 @@ on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     }
     s->direct = false;
     buf->base = (char *) s->stage;
-    buf->len = sizeof(s->stage);
+    buf->len = scimq_proto_decoder_stage_len(s->dec, sizeof(s->stage));
 }
 
 static int

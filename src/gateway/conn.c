@@ -157,7 +157,9 @@ on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         *buf = uv_buf_init(iov.iov_base, (unsigned int) len);
         return;
     }
-    *buf = uv_buf_init((char *) c->stage, CONN_STAGE_LEN);
+    *buf = uv_buf_init(
+        (char *) c->stage,
+        (unsigned int) scimq_proto_decoder_stage_len(c->dec, CONN_STAGE_LEN));
 }
 
 static void

@@ -25,6 +25,12 @@
 #define DECODER_INITIAL_HEADER 512u
 /* Scratch space for discarded payloads read through iovecs. */
 #define DECODER_SCRATCH 4096u
+/*
+ * A staged read after a large payload asks for this much: a typical
+ * header (71 bytes for a one-block PUT) and a little more, so the next
+ * payload is read straight into its buffer instead of through the stage.
+ */
+#define DECODER_STAGE_AFTER_LARGE 512u
 
 void
 scimq_proto_limits_default(scimq_proto_limits_t *lim)
@@ -283,7 +289,8 @@ struct scimq_proto_decoder {
     uint8_t trailer[SCIMQ_PROTO_TRAILER_LEN];
     uint32_t trailer_have;
 
-    size_t iov_bytes; /* bytes described by the last _iov() call */
+    size_t iov_bytes;          /* bytes described by the last _iov() call */
+    uint64_t prev_payload_len; /* of the frame before this one */
     uint8_t scratch[DECODER_SCRATCH];
 };
 
@@ -300,6 +307,7 @@ static void
 frame_start(scimq_proto_decoder_t *dec)
 {
     payload_release(dec);
+    dec->prev_payload_len = dec->frame.payload_len;
     dec->state = ST_FIXED;
     dec->hdr_have = 0;
     dec->hdr_len = 0;
@@ -572,6 +580,23 @@ scimq_proto_decoder_idle(const scimq_proto_decoder_t *dec)
 {
     return dec->state == ST_DONE ||
            (dec->state == ST_FIXED && dec->hdr_have == 0);
+}
+
+size_t
+scimq_proto_decoder_stage_len(const scimq_proto_decoder_t *dec, size_t cap)
+{
+    uint64_t prev =
+        dec->state == ST_DONE ? dec->frame.payload_len : dec->prev_payload_len;
+    uint64_t want;
+
+    if ((dec->state != ST_DONE && dec->state != ST_FIXED &&
+         dec->state != ST_HEADER) ||
+        prev < cap / 2)
+        return cap;
+    want = scimq_proto_decoder_need(dec);
+    if (want < DECODER_STAGE_AFTER_LARGE)
+        want = DECODER_STAGE_AFTER_LARGE;
+    return want < cap ? (size_t) want : cap;
 }
 
 size_t

@@ -2433,6 +2433,71 @@ decoder_at_header(const uint8_t *buf, size_t len, size_t *hlen_p)
     return dec;
 }
 
+/*
+ * Stage hint: the whole stage after small frames; after a payload of half
+ * the stage or more, only what the next header needs (at least 512
+ * bytes), so its payload is read straight into its buffer.
+ */
+static void
+test_stage_len(void)
+{
+    static uint8_t data[40000];
+    scimq_proto_block_t blk = {"d", 1, data, sizeof(data)};
+    scimq_proto_frame_t f;
+    scimq_proto_decoder_t *dec = decoder_new(NULL);
+    uint8_t *big, *small;
+    size_t big_len, small_len, used = 0;
+
+    memset(&f, 0, sizeof(f));
+    f.opcode = SCIMQ_PROTO_OP_PUT;
+    f.args.queue.queue = STR("q");
+    f.blocks = &blk;
+    f.block_count = 1;
+    big = encode(&f, &big_len);
+    blk.len = 100;
+    small = encode(&f, &small_len);
+
+    CU_ASSERT_EQUAL(scimq_proto_decoder_stage_len(dec, 65536), 65536);
+    CU_ASSERT_EQUAL(scimq_proto_decoder_feed(dec, small, small_len, &used),
+                    SCIMQ_PROTO_HEADER_READY);
+    CU_ASSERT_EQUAL(scimq_proto_decoder_set_payload(dec, NULL, 0), 0);
+    CU_ASSERT_EQUAL(
+        scimq_proto_decoder_feed(dec, small + used, small_len - used, &used),
+        SCIMQ_PROTO_FRAME_DONE);
+    /* After 100 bytes: the whole stage. */
+    CU_ASSERT_EQUAL(scimq_proto_decoder_stage_len(dec, 65536), 65536);
+
+    CU_ASSERT_EQUAL(scimq_proto_decoder_feed(dec, big, big_len, &used),
+                    SCIMQ_PROTO_HEADER_READY);
+    CU_ASSERT_EQUAL(scimq_proto_decoder_set_payload(dec, NULL, 0), 0);
+    CU_ASSERT_EQUAL(
+        scimq_proto_decoder_feed(dec, big + used, big_len - used, &used),
+        SCIMQ_PROTO_FRAME_DONE);
+    /* After 40,000 bytes: 512 of a 64 KiB stage; a 16 KiB stage too
+     * (40,000 >= 8 KiB); an 128 KiB stage whole (40,000 < 64 KiB). */
+    CU_ASSERT_EQUAL(scimq_proto_decoder_stage_len(dec, 65536), 512);
+    CU_ASSERT_EQUAL(scimq_proto_decoder_stage_len(dec, 16384), 512);
+    CU_ASSERT_EQUAL(scimq_proto_decoder_stage_len(dec, 131072), 131072);
+    CU_ASSERT_EQUAL(scimq_proto_decoder_stage_len(dec, 100), 100);
+    /* Part of the next fixed header in: still 512 (the rest of it and a
+     * typical header's worth). */
+    CU_ASSERT_EQUAL(scimq_proto_decoder_feed(dec, small, 10, &used),
+                    SCIMQ_PROTO_NEED_MORE);
+    CU_ASSERT_EQUAL(scimq_proto_decoder_stage_len(dec, 65536), 512);
+    /* The small frame done: the whole stage again. */
+    CU_ASSERT_EQUAL(
+        scimq_proto_decoder_feed(dec, small + 10, small_len - 10, &used),
+        SCIMQ_PROTO_HEADER_READY);
+    CU_ASSERT_EQUAL(scimq_proto_decoder_set_payload(dec, NULL, 0), 0);
+    CU_ASSERT_EQUAL(scimq_proto_decoder_feed(dec, small + 10 + used,
+                                             small_len - 10 - used, &used),
+                    SCIMQ_PROTO_FRAME_DONE);
+    CU_ASSERT_EQUAL(scimq_proto_decoder_stage_len(dec, 65536), 65536);
+    free(big);
+    free(small);
+    scimq_proto_decoder_destroy(dec);
+}
+
 static void
 test_payload_destination(void)
 {
@@ -3058,6 +3123,7 @@ static const struct scimq_cunit_test boundary_tests[] = {
     {"block name of exactly the limit", test_name_boundary, 1},
     {"header of exactly the limit", test_header_boundary, 1},
     {"payload over 4 GiB: limit, discard", test_huge_payload, 1},
+    {"stage hint after large and small payloads", test_stage_len, 1},
     {"payload destination: ESTATE, ENOBUFS, discard", test_payload_destination,
      1},
     {NULL, NULL, 0}};

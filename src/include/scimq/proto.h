@@ -479,6 +479,17 @@ scimq_proto_decoder_need(const scimq_proto_decoder_t *dec);
 SCIMQ_EXPORT int scimq_proto_decoder_idle(const scimq_proto_decoder_t *dec);
 
 /**
+ * How many bytes a read into a staging buffer of cap bytes should ask
+ * for: all cap, unless the frame before this one had a payload of at
+ * least cap / 2.  Then the next is likely as large, and a full stage
+ * would take most of its payload, to be copied out again: the answer is
+ * then what the header still needs (at least a typical header's worth),
+ * so that the payload is read straight into its own buffer.
+ */
+SCIMQ_EXPORT size_t
+scimq_proto_decoder_stage_len(const scimq_proto_decoder_t *dec, size_t cap);
+
+/**
  * Where the next bytes must land, for readv() straight into the final
  * buffers (zero-copy): at most iov_cap iovecs covering at most need()
  * bytes.  In the header phase they point into the decoder's header
