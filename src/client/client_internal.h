@@ -221,12 +221,20 @@ struct qlimit {
  * release function.  Shared by the client and every message it handed
  * out, freed with the last of them.
  */
+/* Received payloads kept for reuse (see message.c, "Payload buffers"). */
+#define CLIENT_PAYLOAD_CACHE_N 32u
+
 struct msg_ctx {
     atomic_uint refs;
     pthread_mutex_t lock;
     struct scimq_client *client; /* NULL once the client is closed */
     scimq_release_fn release;
     void *arg;
+    /* Freed malloc payloads for the next DELIVERs (lock). */
+    void *cache[CLIENT_PAYLOAD_CACHE_N];
+    size_t cache_cap[CLIENT_PAYLOAD_CACHE_N];
+    unsigned int cache_n;
+    size_t cache_bytes;
 };
 
 /* A received message: the public part plus what settlement needs. */
