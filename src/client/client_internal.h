@@ -216,14 +216,14 @@ struct qlimit {
     uint64_t refused;     /* deliveries dead-lettered here for their size */
 };
 
+/* Received payloads kept for reuse (see message.c, "Payload buffers"). */
+#define CLIENT_PAYLOAD_CACHE_N 32u
+
 /*
  * What received messages need after their client is gone: the payload
  * release function.  Shared by the client and every message it handed
  * out, freed with the last of them.
  */
-/* Received payloads kept for reuse (see message.c, "Payload buffers"). */
-#define CLIENT_PAYLOAD_CACHE_N 32u
-
 struct msg_ctx {
     atomic_uint refs;
     pthread_mutex_t lock;

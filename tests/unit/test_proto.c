@@ -2445,6 +2445,7 @@ test_stage_len(void)
     scimq_proto_block_t blk = {"d", 1, data, sizeof(data)};
     scimq_proto_frame_t f;
     scimq_proto_decoder_t *dec = decoder_new(NULL);
+    struct decode_run r = {.style = FEED_WHOLE};
     uint8_t *big, *small;
     size_t big_len, small_len, used = 0;
 
@@ -2458,21 +2459,14 @@ test_stage_len(void)
     small = encode(&f, &small_len);
 
     CU_ASSERT_EQUAL(scimq_proto_decoder_stage_len(dec, 65536), 65536);
-    CU_ASSERT_EQUAL(scimq_proto_decoder_feed(dec, small, small_len, &used),
-                    SCIMQ_PROTO_HEADER_READY);
-    CU_ASSERT_EQUAL(scimq_proto_decoder_set_payload(dec, NULL, 0), 0);
-    CU_ASSERT_EQUAL(
-        scimq_proto_decoder_feed(dec, small + used, small_len - used, &used),
-        SCIMQ_PROTO_FRAME_DONE);
+    CU_ASSERT_EQUAL(decode_run(dec, small, small_len, &r),
+                    SCIMQ_PROTO_FRAME_DONE);
+    CU_ASSERT_EQUAL(r.header_ready, 1);
     /* After 100 bytes: the whole stage. */
     CU_ASSERT_EQUAL(scimq_proto_decoder_stage_len(dec, 65536), 65536);
 
-    CU_ASSERT_EQUAL(scimq_proto_decoder_feed(dec, big, big_len, &used),
-                    SCIMQ_PROTO_HEADER_READY);
-    CU_ASSERT_EQUAL(scimq_proto_decoder_set_payload(dec, NULL, 0), 0);
-    CU_ASSERT_EQUAL(
-        scimq_proto_decoder_feed(dec, big + used, big_len - used, &used),
-        SCIMQ_PROTO_FRAME_DONE);
+    CU_ASSERT_EQUAL(decode_run(dec, big, big_len, &r), SCIMQ_PROTO_FRAME_DONE);
+    CU_ASSERT_EQUAL(r.header_ready, 1);
     /* After 40,000 bytes: 512 of a 64 KiB stage; a 16 KiB stage too
      * (40,000 >= 8 KiB); an 128 KiB stage whole (40,000 < 64 KiB). */
     CU_ASSERT_EQUAL(scimq_proto_decoder_stage_len(dec, 65536), 512);
@@ -2485,13 +2479,9 @@ test_stage_len(void)
                     SCIMQ_PROTO_NEED_MORE);
     CU_ASSERT_EQUAL(scimq_proto_decoder_stage_len(dec, 65536), 512);
     /* The small frame done: the whole stage again. */
-    CU_ASSERT_EQUAL(
-        scimq_proto_decoder_feed(dec, small + 10, small_len - 10, &used),
-        SCIMQ_PROTO_HEADER_READY);
-    CU_ASSERT_EQUAL(scimq_proto_decoder_set_payload(dec, NULL, 0), 0);
-    CU_ASSERT_EQUAL(scimq_proto_decoder_feed(dec, small + 10 + used,
-                                             small_len - 10 - used, &used),
+    CU_ASSERT_EQUAL(decode_run(dec, small + 10, small_len - 10, &r),
                     SCIMQ_PROTO_FRAME_DONE);
+    CU_ASSERT_EQUAL(r.header_ready, 1);
     CU_ASSERT_EQUAL(scimq_proto_decoder_stage_len(dec, 65536), 65536);
     free(big);
     free(small);
