@@ -167,6 +167,11 @@ op_requeue_or_fail(struct scimq_client *c, struct op *op)
         scimq_list_append(&c->queued, &op->link);
         return;
     }
+    if (op->kind == OP_PUT && !c->stopping && c->dead == 0)
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, CLIENT, 1000,
+                         "PUT given up after %u sends: each time, its "
+                         "stream dropped before the PUT_OK",
+                         (unsigned) op->sends);
     op_fail(c, op,
             c->dead != 0  ? c->dead
             : c->stopping ? SCIMQ_ECANCELED

@@ -52,8 +52,11 @@ done
 
 k=0
 while [ "$k" -lt "$kills" ]; do
-    # 0.3 .. 1.2 s of normal life, then SIGKILL.
-    ms=$(( $(od -An -N2 -tu2 /dev/urandom) % 900 + 300 ))
+    # 0.3 .. 1.2 s of normal life (times the multiplier: a sanitizer
+    # build needs that much longer to recover, reconnect and confirm; a
+    # life shorter than that would kill every resent PUT again until the
+    # producer gives it up), then SIGKILL.
+    ms=$(( ($(od -An -N2 -tu2 /dev/urandom) % 900 + 300) * mult ))
     sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
     kill -KILL "$GW_PID"
     wait "$GW_PID" 2> /dev/null || true

@@ -190,10 +190,15 @@ SCIMQ_EXPORT int scimq_client_close(scimq_client_t *c);
  * There is no time limit: a full gateway back-pressures its producers
  * (stops reading their sockets) for as long as it must, and put waits.
  * Dead peers are detected by TCP (errors, keepalive after about a minute).
+ * A message whose stream drops before its PUT_OK is sent again on the
+ * next stream up (so it may arrive twice), up to 8 times in all: a message
+ * whose every send is cut off (one that kills the gateway, say) then fails
+ * with SCIMQ_ECONNRESET instead of going round for ever.
  *
  * \return 0; SCIMQ_ENOENT (no such queue), SCIMQ_ECLOSED (queue closed),
  *         SCIMQ_ENOSPC, SCIMQ_EMSGSIZE, SCIMQ_ECONNRESET (every stream lost
- *         and not reconnected), SCIMQ_ECANCELED (the handle is closing),
+ *         and not reconnected, or 8 sends cut off), SCIMQ_ECANCELED (the
+ *         handle is closing),
  *         SCIMQ_EINVAL, SCIMQ_ENOMEM.
  * \note free_fn runs on the library's I/O thread: it must not block nor
  *       call this client.
