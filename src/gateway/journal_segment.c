@@ -13,10 +13,10 @@
 #include <scimq/error.h>
 
 #include "common/error_internal.h"
+#include "common/iov.h"
 #include "common/log.h"
 #include "journal_codec.h"
 #include "journal_segment.h"
-#include "pwriter.h"
 
 #define ROUND_DOWN(x) ((x) & ~(uint64_t) (GW_JSEG_ALIGN - 1))
 #define ROUND_UP(x) ROUND_DOWN((x) + GW_JSEG_ALIGN - 1)
@@ -39,8 +39,6 @@ void
 gw_jseg_fini(struct gw_jseg *s)
 {
     gw_jseg_close(s);
-    gw_pwriter_stop(s->pw);
-    s->pw = NULL;
     free(s->buf);
     s->fd = -1;
     s->buf = s->tail = NULL;
@@ -94,33 +92,7 @@ reserve(struct gw_jseg *s, uint64_t end)
     s->reserved += len;
 }
 
-/* Writes iov[0..n) (total bytes, from off) as two halves at once: the
- * second by the writer thread, the first here (see pwriter.h). */
-static int
-split_write(struct gw_jseg *s, struct iovec *iov, int n, uint64_t off,
-            uint64_t total)
-{
-    struct iovec second[GW_PWRITER_IOV];
-    uint64_t half = ROUND_DOWN(total / 2), acc = 0;
-    size_t cut;
-    int i = 0, m = 0, rc, rc2;
-
-    /* Every length is a multiple of the block, and so the cut. */
-    while (acc + iov[i].iov_len <= half)
-        acc += iov[i++].iov_len;
-    cut = (size_t) (half - acc);
-    second[m++] =
-        (struct iovec){(uint8_t *) iov[i].iov_base + cut, iov[i].iov_len - cut};
-    for (int k = i + 1; k < n; k++)
-        second[m++] = iov[k];
-    iov[i].iov_len = cut;
-    gw_pwriter_submit(s->pw, s->fd, second, m, off + half);
-    rc = gw_pwritev_all(s->fd, iov, cut > 0 ? i + 1 : i, off);
-    rc2 = gw_pwriter_wait(s->pw);
-    return rc != 0 ? rc : rc2;
-}
-
-/* Writes iov[0..n) at off, whole. */
+/* Writes iov[0..n) at off, whole (the iovecs are consumed). */
 static int
 pwrite_all(struct gw_jseg *s, struct iovec *iov, int n, uint64_t off)
 {
@@ -129,10 +101,19 @@ pwrite_all(struct gw_jseg *s, struct iovec *iov, int n, uint64_t off)
     for (int i = 0; i < n; i++)
         total += iov[i].iov_len;
     reserve(s, off + total);
-    if (s->direct && total >= GW_JSEG_SPLIT_MIN && n <= GW_PWRITER_IOV &&
-        (s->pw != NULL || gw_pwriter_start(&s->pw) == 0))
-        return split_write(s, iov, n, off, total);
-    return gw_pwritev_all(s->fd, iov, n, off);
+    while (n > 0) {
+        ssize_t w = pwritev(s->fd, iov, n > IOV_MAX ? IOV_MAX : n, (off_t) off);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return scimq__err_from_errno(errno);
+        if (w == 0)
+            return SCIMQ_EIO;
+        off += (uint64_t) w;
+        iov = scimq__iov_advance(iov, &n, (size_t) w);
+    }
+    return 0;
 }
 
 /* Copies bytes into the buffer, writing it out whenever it is full. */

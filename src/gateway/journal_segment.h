@@ -45,23 +45,17 @@
  */
 #define GW_JSEG_RESERVE (64u * 1024 * 1024)
 
-/* Direct writes at least this large go as two halves at once (pwriter.h). */
-#define GW_JSEG_SPLIT_MIN (4u * 1024 * 1024)
-
-struct gw_pwriter;
-
 struct gw_jseg {
-    int fd;                /* -1: none open */
-    uint64_t seg;          /* its number */
-    bool direct;           /* opened with O_DIRECT */
-    uint64_t size;         /* bytes of records appended */
-    uint64_t written;      /* of which written to the file (flush, seal) */
-    uint64_t base;         /* file offset of buf[0], a multiple of ALIGN */
-    size_t fill;           /* bytes in buf: size - base */
-    uint64_t reserved;     /* file bytes reserved (fallocate); UINT64_MAX: no */
-    uint8_t *buf;          /* GW_JSEG_BUF bytes, ALIGN-aligned */
-    uint8_t *tail;         /* one block: a direct payload's last, partial one */
-    struct gw_pwriter *pw; /* second writer, started at the first split */
+    int fd;            /* -1: none open */
+    uint64_t seg;      /* its number */
+    bool direct;       /* opened with O_DIRECT */
+    uint64_t size;     /* bytes of records appended */
+    uint64_t written;  /* of which written to the file (flush, seal) */
+    uint64_t base;     /* file offset of buf[0], a multiple of ALIGN */
+    size_t fill;       /* bytes in buf: size - base */
+    uint64_t reserved; /* file bytes reserved (fallocate); UINT64_MAX: no */
+    uint8_t *buf;      /* GW_JSEG_BUF bytes, ALIGN-aligned */
+    uint8_t *tail;     /* one block: a direct payload's last, partial one */
 };
 
 /* An empty writer (no file), with its buffer.  0 or SCIMQ_ENOMEM. */
