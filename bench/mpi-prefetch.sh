@@ -17,14 +17,17 @@
 #               --work-ms per message, SCOUNT messages of SSIZE (small, so
 #               that the gateway is not what limits): messages per second
 #               against the capacity-weighted ideal (sum over ranks of one
-#               over their service time).
+#               over their service time).  4000 messages (2.5 s at the
+#               ideal rate): with 800 the job's start and its tail (the
+#               slow ranks finishing the P + 1 messages they hold, 40 ms)
+#               were a tenth of the run.
 #
 # Each figure over TRIALS trials: min / Q1 / median / Q3 / max.  With
 # --json FILE, each trial also as one JSON line (bench/README.md).
 #
 #   bench/mpi-prefetch.sh [BUILDDIR] [--trials 5] [--count 200]
 #       [--size 1MiB] [--work-ms 1,4] [--ranks 8] [--slow-factor 5]
-#       [--straggler-size 64KiB] [--straggler-count 800]
+#       [--straggler-size 64KiB] [--straggler-count 4000]
 #       [--only efficiency|straggler] [--provider shm] [--json FILE]
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,7 +40,7 @@ case ${1:-} in
     ;;
 esac
 trials=5 count=200 size=1MiB works=1,4 ranks=8 factor=5 provider=shm
-ssize=64KiB scount=800 only=
+ssize=64KiB scount=4000 only=
 json_out=
 while [ $# -gt 0 ]; do
     case $1 in
