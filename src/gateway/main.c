@@ -819,9 +819,11 @@ main(int argc, char **argv)
     gw_connreg_init(&gw.conns, gw.start_ms);
     rc = jobs_setup(&gw.jobs);
     if (rc != 0)
-        return rc;
-    if (core_start(&gw) != 0)
-        return 1;
+        goto out_conns;
+    if (core_start(&gw) != 0) {
+        rc = 1;
+        goto out_jobs;
+    }
 
     /* Signals are handled on the main thread's own loop. */
     uv_loop_init(&m.loop);
@@ -843,7 +845,8 @@ main(int argc, char **argv)
                     gw.opt.listen_host, gw.opt.listen_port, scimq_strerror(rc));
         core_stop(&gw);
         core_free(&gw);
-        return 1;
+        m.exit_code = 1;
+        goto out_loop;
     }
     if (gw.opt.port_file[0] != '\0' &&
         (rc = scimq__port_file_write(gw.opt.port_file, gw.opt.listen_host,
@@ -888,19 +891,24 @@ main(int argc, char **argv)
     gw_workers_free(&gw);
     print_summary(&gw, m.exit_code);
     core_free(&gw);
-    gw_connreg_destroy(&gw.conns);
-    gw_jobs_destroy(&gw.jobs);
     if (gw.opt.port_file[0] != '\0')
         unlink(gw.opt.port_file);
     if (gw.admin_path[0] != '\0')
         unlink(gw.admin_path);
+out_loop:
     uv_close((uv_handle_t *) &m.sigterm, NULL);
     uv_close((uv_handle_t *) &m.sigint, NULL);
     uv_close((uv_handle_t *) &m.sighup, NULL);
     uv_close((uv_handle_t *) &m.drain, NULL);
     uv_run(&m.loop, UV_RUN_DEFAULT);
     uv_loop_close(&m.loop);
+    rc = m.exit_code;
+    /* An early failure ends here too, with what it had set up freed. */
+out_jobs:
+    gw_jobs_destroy(&gw.jobs);
+out_conns:
+    gw_connreg_destroy(&gw.conns);
     scimq__token_free(gw.opt.token, gw.opt.token_len);
     scimq__tls_ctx_free(gw.opt.tls);
-    return m.exit_code;
+    return rc;
 }

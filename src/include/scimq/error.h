@@ -49,6 +49,7 @@ extern "C" {
     X(EMSGSIZE, 90, "message too long")                                        \
     X(ENOTSUP, 95, "operation not supported")                                  \
     X(EADDRINUSE, 98, "address already in use")                                \
+    X(EADDRNOTAVAIL, 99, "address not available on this host")                 \
     X(ENETUNREACH, 101, "network unreachable")                                 \
     X(ECONNABORTED, 103, "connection aborted")                                 \
     X(ECONNRESET, 104, "connection reset by peer")                             \
