@@ -888,12 +888,12 @@ journal_complete(uint64_t seg, struct gw_payload **last, int *syncs)
             if (a->payload != NULL) {
                 uint64_t body;
                 uint32_t flen, crc;
-                uint8_t type;
+                uint8_t type, format;
                 struct gw_jrec r;
 
-                CU_ASSERT_FATAL(
-                    gw_jrec_prefix(a->buf, &body, &flen, &crc, &type) == 0);
-                CU_ASSERT_FATAL(gw_jrec_fields(type,
+                CU_ASSERT_FATAL(gw_jrec_prefix(a->buf, &body, &flen, &crc,
+                                               &type, &format) == 0);
+                CU_ASSERT_FATAL(gw_jrec_fields(type, format,
                                                a->buf + GW_JREC_PREFIX_LEN,
                                                flen, body, &r) == 0);
                 last_attempt = gw_jrec_target_at(&r, 0).attempt;

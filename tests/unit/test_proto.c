@@ -822,7 +822,9 @@ test_opcode_table(void)
     /* Session versions 2 and 3 keep the frame layout of version 1. */
     CU_ASSERT_EQUAL(SCIMQ_PROTO_FRAME_VERSION, 1);
     CU_ASSERT_EQUAL(SCIMQ_PROTO_SESSION_VERSION_MIN, 1);
-    CU_ASSERT_EQUAL(SCIMQ_PROTO_SESSION_VERSION_MAX, 3);
+    CU_ASSERT_EQUAL(SCIMQ_PROTO_SESSION_VERSION_MAX, 4);
+    CU_ASSERT_EQUAL(SCIMQ_PROTO_SESSION_VERSION_CONTROL, 4);
+    CU_ASSERT_EQUAL(SCIMQ_PROTO_F_BROADCAST, 0x0004);
     CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(255));
     CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(256));
     CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(0x110));
@@ -1156,6 +1158,18 @@ test_roundtrip_styles(void)
         round_trip(SCIMQ_PROTO_OP_PUT, SCIMQ_PROTO_F_CONFIRM, all_styles[s]);
         round_trip(SCIMQ_PROTO_OP_PUT,
                    SCIMQ_PROTO_F_CONFIRM | SCIMQ_PROTO_F_DATASUM,
+                   all_styles[s]);
+    }
+    /* BROADCAST (control messages) on PUT and DELIVER, with the others. */
+    for (size_t s = 0; s < N_STYLES; s++) {
+        round_trip(SCIMQ_PROTO_OP_PUT,
+                   SCIMQ_PROTO_F_BROADCAST | SCIMQ_PROTO_F_CONFIRM |
+                       SCIMQ_PROTO_F_DATASUM,
+                   all_styles[s]);
+        round_trip(SCIMQ_PROTO_OP_DELIVER, SCIMQ_PROTO_F_BROADCAST,
+                   all_styles[s]);
+        round_trip(SCIMQ_PROTO_OP_DELIVER,
+                   SCIMQ_PROTO_F_BROADCAST | SCIMQ_PROTO_F_DATASUM,
                    all_styles[s]);
     }
 }
@@ -1493,7 +1507,7 @@ test_bad_opcode(void)
 static void
 test_bad_flags(void)
 {
-    static const uint16_t bad[] = {1u << 2, 1u << 8, 1u << 15, 0xFFFF};
+    static const uint16_t bad[] = {1u << 3, 1u << 8, 1u << 15, 0xFFFF};
     uint8_t buf[sizeof(golden_ping)];
     uint8_t *deliver;
     size_t len;
@@ -1515,6 +1529,12 @@ test_bad_flags(void)
     reseal(deliver, len);
     expect_error(deliver, len, NULL, SCIMQ_EPROTO_FLAGS);
     free(deliver);
+
+    /* BROADCAST belongs to PUT and DELIVER only. */
+    memcpy(buf, golden_ping, sizeof(buf));
+    patch(buf, OFF_FLAGS, 2, SCIMQ_PROTO_F_BROADCAST);
+    reseal(buf, sizeof(buf));
+    expect_error(buf, sizeof(buf), NULL, SCIMQ_EPROTO_FLAGS);
 }
 
 static void
@@ -2601,8 +2621,10 @@ test_encode_errors(void)
     f.opcode = 255;
     expect_encode_error(&f, SCIMQ_EPROTO_OPCODE);
 
-    /* Unknown flag, and CONFIRM outside PUT. */
-    build_frame(SCIMQ_PROTO_OP_PUT, 1u << 2, &f, blocks);
+    /* Unknown flag, CONFIRM outside PUT, BROADCAST outside PUT/DELIVER. */
+    build_frame(SCIMQ_PROTO_OP_PUT, 1u << 3, &f, blocks);
+    expect_encode_error(&f, SCIMQ_EPROTO_FLAGS);
+    build_frame(SCIMQ_PROTO_OP_GET, SCIMQ_PROTO_F_BROADCAST, &f, blocks);
     expect_encode_error(&f, SCIMQ_EPROTO_FLAGS);
     build_frame(SCIMQ_PROTO_OP_DELIVER, SCIMQ_PROTO_F_CONFIRM, &f, blocks);
     expect_encode_error(&f, SCIMQ_EPROTO_FLAGS);
