@@ -17,8 +17,9 @@
  * keeps their sequence numbers out of the data's (duplicates, lost) and
  * out of --seq-log; "control_seqs" lists them in the order they came.
  * --timeline writes one line per message, data or control, with the
- * CLOCK_MONOTONIC times (ns) at which it was taken and settled, so that a
- * test can order the deliveries of several consumers.
+ * CLOCK_MONOTONIC times (ns) at which it was taken and at which its
+ * settlement began (before the gateway can have it), so that a test can
+ * order the deliveries of several consumers.
  */
 #include "config.h"
 
@@ -80,7 +81,7 @@ usage(FILE *out)
             "(3600000)\n"
             "  --linger S           stay connected S seconds before "
             "leaving\n"
-            "  --timeline FILE      per message: taken_ns settled_ns seq "
+            "  --timeline FILE      per message: taken_ns settling_ns seq "
             "data|control\n" TOOL_COMMON_USAGE);
 }
 
@@ -247,7 +248,7 @@ main(int argc, char **argv)
         scimq_message_t *m = NULL;
         const scimq_block_t *b;
         bool is_control;
-        uint64_t taken_ns;
+        uint64_t taken_ns, settling_ns;
         int64_t tl_seq = -1;
 
         rc = scimq_client_get(c, &m, 1000);
@@ -319,6 +320,7 @@ main(int argc, char **argv)
 
             nanosleep(&ts, NULL);
         }
+        settling_ns = mono_ns(); /* before the gateway can know */
         if (reject)
             rc = scimq_client_nack(c, m, 1, 0);
         else if (!no_ack)
@@ -326,7 +328,7 @@ main(int argc, char **argv)
         scimq_message_free(c, m);
         if (tl != NULL)
             fprintf(tl, "%" PRIu64 " %" PRIu64 " %" PRId64 " %s\n", taken_ns,
-                    mono_ns(), tl_seq, is_control ? "control" : "data");
+                    settling_ns, tl_seq, is_control ? "control" : "data");
         if (rc != 0) {
             fprintf(stderr, RECV_NAME ": settle: %s\n", scimq_strerror(rc));
             break;

@@ -161,8 +161,8 @@ def test_queue_management(gateway, client):
         assert names == ["mgmt.a", "mgmt.b", "mgmt.c"]
         assert admin.delete("mgmt.c") == 3
     assert client.ping() > 0
-    # The gateway of this tree speaks the library's newest version (3: SciMP 1.1).
-    assert client.session_version == 3
+    # The gateway of this tree speaks the library's newest version (4: SciMP 1.2).
+    assert client.session_version == 4
 
 
 def test_errors_carry_scimq_names(gateway, client):
