@@ -69,8 +69,12 @@ typedef struct scimq_message {
     const scimq_block_t *blocks;
     void *payload;
     uint64_t payload_len;
+    uint64_t flags;
     ...;
 } scimq_message_t;
+
+#define SCIMQ_PUT_CONTROL ...
+#define SCIMQ_MESSAGE_CONTROL ...
 
 #define SCIMQ_EAGAIN ...
 #define SCIMQ_ETIMEDOUT ...
@@ -89,6 +93,10 @@ int scimq_client_close(scimq_client_t *c);
 int scimq_client_put(scimq_client_t *c, const char *queue,
                      const scimq_block_t *blocks, uint32_t block_count,
                      void (*free_fn)(void *), void *free_arg);
+int scimq_client_put_flags(scimq_client_t *c, const char *queue,
+                           const scimq_block_t *blocks, uint32_t block_count,
+                           uint64_t flags, void (*free_fn)(void *),
+                           void *free_arg);
 int scimq_client_flush(scimq_client_t *c, int timeout_ms);
 int scimq_client_subscribe(scimq_client_t *c, const char *queue,
                            uint32_t credit_msgs, uint64_t credit_bytes);
@@ -129,7 +137,7 @@ struct pyscimq_tracker *pyscimq_tracker_new(void);
 void pyscimq_tracker_free(struct pyscimq_tracker *t);
 int pyscimq_put_async(scimq_client_t *c, struct pyscimq_tracker *t,
                       const char *queue, const scimq_block_t *blocks,
-                      uint32_t block_count, uint64_t token);
+                      uint32_t block_count, uint64_t flags, uint64_t token);
 size_t pyscimq_collect(struct pyscimq_tracker *t, uint64_t *tokens,
                        size_t max);
 int pyscimq_wait(struct pyscimq_tracker *t, int timeout_ms);
@@ -211,7 +219,7 @@ pyscimq_confirmed(void *arg)
 static int
 pyscimq_put_async(scimq_client_t *c, struct pyscimq_tracker *t,
                   const char *queue, const scimq_block_t *blocks,
-                  uint32_t block_count, uint64_t token)
+                  uint32_t block_count, uint64_t flags, uint64_t token)
 {
     struct pyscimq_done *d = malloc(sizeof(*d));
     int rc;
@@ -221,7 +229,8 @@ pyscimq_put_async(scimq_client_t *c, struct pyscimq_tracker *t,
     d->next = NULL;
     d->tracker = t;
     d->token = token;
-    rc = scimq_client_put(c, queue, blocks, block_count, pyscimq_confirmed, d);
+    rc = scimq_client_put_flags(c, queue, blocks, block_count, flags,
+                                pyscimq_confirmed, d);
     if (rc != 0)
         free(d); /* not handed over: the caller still owns everything */
     return rc;

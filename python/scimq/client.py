@@ -148,7 +148,8 @@ class Client:
                 fn()
         return len(released)
 
-    def put(self, queue, data, *, name="data", wait=False, on_release=None):
+    def put(self, queue, data, *, name="data", wait=False, on_release=None,
+            control=False):
         """Publishes one message to queue (and the queues bound to it).
 
         data is one buffer (bytes, bytearray, memoryview, numpy array, any
@@ -169,6 +170,10 @@ class Client:
         With wait=True it returns once the gateway confirmed the message.
         A confirmed failure of an asynchronous PUT is raised by the next
         flush() or close().
+
+        control=True sends a control message (SciMP session version 4):
+        every consumer of the queue gets it, in order with the data, as a
+        Message whose control is True; SCIMQ_ENOTSUP on an older session.
         """
         if isinstance(data, (list, tuple)):
             pairs = data
@@ -187,15 +192,18 @@ class Client:
             blocks[i].data = cbuf
             blocks[i].len = len(cbuf)
         qname = queue.encode()
+        flags = lib.SCIMQ_PUT_CONTROL if control else 0
         if wait:
-            check(lib.scimq_client_put(c, qname, blocks, n, ffi.NULL,
-                                       ffi.NULL), "put %s" % queue)
+            check(lib.scimq_client_put_flags(c, qname, blocks, n, flags,
+                                             ffi.NULL, ffi.NULL),
+                  "put %s" % queue)
             return
         self._collect()
         token = next(self._tokens)
         with self._lock:
             self._borrowed[token] = (keep, on_release)
-        rc = lib.pyscimq_put_async(c, self._tracker, qname, blocks, n, token)
+        rc = lib.pyscimq_put_async(c, self._tracker, qname, blocks, n, flags,
+                                   token)
         if rc != 0:
             with self._lock:
                 self._borrowed.pop(token, None)

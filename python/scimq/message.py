@@ -20,7 +20,8 @@ class Message:
     payload; each one keeps that payload alive, so they stay valid for as
     long as they (or the message) are referenced, after the message is
     acknowledged too.  The payload goes back to the library when the last
-    of them is gone.
+    of them is gone.  control is True for a control message (put with
+    control=True), which every consumer of its queue gets.
 
     Used as a context manager, the message is acknowledged when the block
     ends normally and given back for redelivery (nack, requeue) when it
@@ -28,7 +29,7 @@ class Message:
     """
 
     __slots__ = ("_client", "_ptr", "delivery_id", "msg_id", "attempt",
-                 "queue", "blocks", "_settled", "__weakref__")
+                 "queue", "blocks", "control", "_settled", "__weakref__")
 
     def __init__(self, client, raw):
         self._client = client
@@ -36,6 +37,8 @@ class Message:
         self.delivery_id = raw.delivery_id
         self.msg_id = raw.msg_id
         self.attempt = raw.attempt
+        # A control message: every consumer of the queue gets one.
+        self.control = bool(raw.flags & lib.SCIMQ_MESSAGE_CONTROL)
         self.queue = ffi.string(raw.queue).decode()
         self._settled = False
         blocks = []

@@ -689,6 +689,15 @@ scimq_client_put(scimq_client_t *c, const char *queue,
                  const scimq_block_t *blocks, uint32_t block_count,
                  scimq_free_fn free_fn, void *free_arg)
 {
+    return scimq_client_put_flags(c, queue, blocks, block_count, 0, free_fn,
+                                  free_arg);
+}
+
+int
+scimq_client_put_flags(scimq_client_t *c, const char *queue,
+                       const scimq_block_t *blocks, uint32_t block_count,
+                       uint64_t flags, scimq_free_fn free_fn, void *free_arg)
+{
     scimq_proto_block_t stack[CLIENT_PUT_STACK_BLOCKS], *pb = stack;
     size_t hdr_len, iovcnt;
     scimq_proto_frame_t f;
@@ -697,8 +706,18 @@ scimq_client_put(scimq_client_t *c, const char *queue,
     int rc;
 
     if (c == NULL || !name_ok(queue) || (block_count > 0 && blocks == NULL) ||
-        block_count > c->limits.max_blocks)
+        block_count > c->limits.max_blocks || (flags & ~SCIMQ_PUT_CONTROL))
         return SCIMQ_EINVAL;
+    if (flags & SCIMQ_PUT_CONTROL) {
+        unsigned int version;
+
+        pthread_mutex_lock(&c->lock);
+        version = c->version;
+        pthread_mutex_unlock(&c->lock);
+        /* An older gateway could not tell it from data. */
+        if (version < SCIMQ_PROTO_SESSION_VERSION_CONTROL)
+            return SCIMQ_ENOTSUP;
+    }
     if (block_count > CLIENT_PUT_STACK_BLOCKS) {
         pb = calloc(block_count, sizeof(*pb));
         if (pb == NULL)
@@ -732,6 +751,8 @@ scimq_client_put(scimq_client_t *c, const char *queue,
     memset(&f, 0, sizeof(f));
     f.opcode = SCIMQ_PROTO_OP_PUT;
     f.flags = SCIMQ_PROTO_F_CONFIRM | (c->datasum ? SCIMQ_PROTO_F_DATASUM : 0);
+    if (flags & SCIMQ_PUT_CONTROL)
+        f.flags |= SCIMQ_PROTO_F_BROADCAST;
     f.request_id = scimq__client_rid(c);
     str_set(&f.args.queue.queue, queue);
     f.block_count = block_count;

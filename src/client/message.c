@@ -753,6 +753,8 @@ scimq__msg_deliver(struct scimq_client *c, struct stream *s,
     m->pub.payload = s->rx_buf;
     m->pub.payload_len = f->payload_len;
     m->pub.payload_ctx = s->rx_ctx;
+    m->pub.flags =
+        (f->flags & SCIMQ_PROTO_F_BROADCAST) ? SCIMQ_MESSAGE_CONTROL : 0;
     m->user_payload = s->rx_user;
     m->epoch = epoch;
     m->stream = s;

@@ -138,7 +138,7 @@ enum scimq_param_type {
       "how long an MPI agent's final REPORT stays in STATS and /metrics")      \
     X(PROTO_DATASUM, "proto_datasum", BOOL, "false",                           \
       "send a CRC32C of every payload (receivers always verify one)")          \
-    X(PROTO_MAX_VERSION, "proto_max_version", INT, "3",                        \
+    X(PROTO_MAX_VERSION, "proto_max_version", INT, "4",                        \
       "highest SciMP session version a client offers, a gateway chooses")      \
     X(CLIENT_COALESCE_US, "client_coalesce_us", INT, "20",                     \
       "longest a client frame waits for others to share its write (us)")

@@ -14,6 +14,7 @@
 
 #include <scimq/error.h>
 
+#include "bcast.h"
 #include "broker.h"
 #include "dispatch.h"
 #include "durable.h"
@@ -194,6 +195,10 @@ gw_broker_delete(struct gw_broker *b, uint64_t now,
     DL_FOREACH_SAFE(q->delayed, m, mt)
     {
         gw_queue_unlink(q, m);
+        gw_queue_msg_free(b, m);
+        n++;
+    }
+    if ((m = gw_bcast_drop(q)) != NULL) {
         gw_queue_msg_free(b, m);
         n++;
     }

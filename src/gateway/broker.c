@@ -16,6 +16,7 @@
 
 #include <scimq/error.h>
 
+#include "bcast.h"
 #include "broker.h"
 #include "common/log.h"
 #include "compact.h"
@@ -134,6 +135,8 @@ gw_broker_free(struct gw_broker *b)
             gw_queue_unlink(q, m);
             gw_queue_msg_free(b, m);
         }
+        if ((m = gw_bcast_drop(q)) != NULL)
+            gw_queue_msg_free(b, m);
         LL_FOREACH_SAFE(q->bindings, bd, bt) free(bd);
         HASH_DEL(b->queues, q);
         free(q->name);
@@ -243,6 +246,9 @@ session_end(struct gw_broker *b, struct gw_session *s)
         if (c->active)
             DL_DELETE2(c->queue->active, c, aprev, anext);
         if (c->queue != NULL) {
+            /* The copies of a control message it has not had yet, and
+             * those it had (given back above), are settled for it. */
+            gw_bcast_consumer_gone(c);
             DL_DELETE2(c->queue->consumers, c, qprev, qnext);
             gw_queue_touch(b, c->queue);
         }
@@ -341,6 +347,8 @@ gw_broker_put_begin(struct gw_broker *b, uint64_t now, uint64_t conn_id,
         rc = SCIMQ_EAGAIN; /* the disk limit: wait like for memory */
     if (rc == 0)
         rc = gw_store_payload_new(&b->store, f, now, out, pl_p);
+    if (rc == 0)
+        (*pl_p)->control = (f->flags & SCIMQ_PROTO_F_BROADCAST) != 0;
     if (rc == SCIMQ_EAGAIN) {
         gw_store_park(&b->store, worker, conn_id, f->payload_len);
         GW_NOTE_SPARSE(out, SCIMQ_LOG_WARN, GATEWAY, 5000,
@@ -530,7 +538,9 @@ gw_broker_settle(struct gw_broker *b, uint64_t now, uint64_t conn_id,
             gw_queue_dead_letter(b, gw_lease_end(b, d), GW_DEAD_NACK);
         break;
     default: /* ACK */
-        q->c.acked++;
+        /* A control message counts once, when its last copy is settled. */
+        if (!gw_bcast_is_copy(d->msg))
+            q->c.acked++;
         gw_queue_msg_free(b, gw_lease_end(b, d));
         break;
     }

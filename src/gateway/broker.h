@@ -176,6 +176,7 @@ struct gw_restore_totals {
     uint64_t n_segments;
     uint64_t first_new_segment; /* where new records go */
     uint64_t truncated_bytes;
+    bool rewrite_topology; /* the file is of an older format */
 };
 
 /* Between these two, the restore calls; out gets the deletions of the
@@ -188,12 +189,13 @@ int gw_broker_restore_queue(struct gw_broker *b,
 int gw_broker_restore_binding(struct gw_broker *b, uint64_t qid,
                               uint64_t target);
 bool gw_broker_restore_has_queue(struct gw_broker *b, uint64_t qid);
-/* A payload of live messages; its bytes stay in segment seg at off. */
+/* A payload of live messages; its bytes stay in segment seg at off.
+ * control: a control message's (bcast.h). */
 struct gw_payload *
 gw_broker_restore_payload(struct gw_broker *b, uint64_t payload_id,
                           const struct gw_restored_block *blocks,
                           uint32_t block_count, uint64_t len, uint64_t seg,
-                          uint64_t off);
+                          uint64_t off, bool control);
 /* A ready message of queue qid (call in message-id order per queue). */
 int gw_broker_restore_msg(struct gw_broker *b, uint64_t qid, uint64_t msg_id,
                           struct gw_payload *pl, uint32_t attempt);

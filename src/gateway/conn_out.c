@@ -465,6 +465,9 @@ gw_conn_send_deliver(struct gw_conn *c, struct gw_action *a)
     }
     if (scimq__param_bool(SCIMQ_PARAM_PROTO_DATASUM))
         f.flags |= SCIMQ_PROTO_F_DATASUM;
+    /* Control messages only ever go to sessions of version 4 (bcast.h). */
+    if (pl->control && c->version >= SCIMQ_PROTO_SESSION_VERSION_CONTROL)
+        f.flags |= SCIMQ_PROTO_F_BROADCAST;
     f.args.deliver.delivery_id = a->delivery_id;
     f.args.deliver.msg_id = a->msg_id;
     f.args.deliver.attempt = a->attempt;

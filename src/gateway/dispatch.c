@@ -6,6 +6,7 @@
 
 #include <utlist.h>
 
+#include "bcast.h"
 #include "dispatch.h"
 #include "lease.h"
 #include "queue.h"
@@ -137,18 +138,25 @@ consumer_pick(struct gw_queue *q, uint64_t len, bool *fits_any)
     return NULL;
 }
 
-static void
-dispatch_queue(struct gw_broker *b, struct gw_queue *q)
+/*
+ * Data messages, round robin, until the queue runs dry, credit runs out or
+ * a control message comes to the head.  True in that last case.
+ */
+static bool
+dispatch_data(struct gw_broker *b, struct gw_queue *q)
 {
     while (q->ready != NULL && q->active != NULL) {
         struct gw_msg *m = q->ready;
         bool fits_any;
-        struct gw_consumer *c = consumer_pick(q, m->payload->len, &fits_any);
+        struct gw_consumer *c;
         int stream;
 
+        if (gw_bcast_is_control(m))
+            return true;
+        c = consumer_pick(q, m->payload->len, &fits_any);
         if (c == NULL) {
             if (fits_any)
-                return; /* byte credit: wait for settlements */
+                return false; /* byte credit: wait for settlements */
             /* Nobody with credit can ever take it: never an endless
              * round of refusals. */
             gw_queue_unlink(q, m);
@@ -166,6 +174,58 @@ dispatch_queue(struct gw_broker *b, struct gw_queue *q)
         DL_APPEND2(q->active, c, aprev, anext);
         gw_dispatch_consumer_update(b, c);
     }
+    return false;
+}
+
+/*
+ * The control message at the head of q (bcast.h): true while it holds the
+ * queue.  It starts once nothing put before it is unsettled and someone
+ * consumes; its copies go out as their consumers have credit; once they
+ * are all settled it leaves the queue, acknowledged once.
+ */
+static bool
+dispatch_control(struct gw_broker *b, struct gw_queue *q)
+{
+    for (;;) {
+        struct gw_msg *m;
+
+        if (q->bc_msg != NULL) {
+            struct gw_msg *copy;
+
+            while ((copy = gw_bcast_next_copy(q)) != NULL) {
+                struct gw_consumer *c = copy->copy_for;
+                int stream = stream_pick(c->session);
+
+                if (stream < 0) { /* cannot happen: can_take() saw one */
+                    gw_bcast_copy_back(copy);
+                    return true;
+                }
+                deliver(b, c, copy, (uint16_t) stream);
+                gw_dispatch_consumer_update(b, c);
+            }
+            m = gw_bcast_finished(q);
+            if (m == NULL)
+                return true; /* copies unsettled: the rest waits */
+            if (q->kind == SCIMQ_PROTO_QUEUE_GUARANTEED)
+                q->c.acked++;
+            gw_queue_msg_free(b, m);
+        }
+        m = q->ready;
+        if (m == NULL || !gw_bcast_is_control(m))
+            return false;
+        if (q->n_leased > 0 || q->n_delayed > 0 || q->active == NULL)
+            return true; /* what came before it is not settled yet */
+        gw_queue_unlink(q, m);
+        gw_bcast_begin(q, m);
+    }
+}
+
+static void
+dispatch_queue(struct gw_broker *b, struct gw_queue *q)
+{
+    /* Each round either ends or starts a broadcast: it ends. */
+    while (!dispatch_control(b, q) && dispatch_data(b, q))
+        ;
 }
 
 /* EOS to every stream that asked (GET) since its last EOS. */

@@ -12,6 +12,21 @@
 #define TARGET_LEN 20u /* queue id u64, message id u64, attempt u32 */
 #define BLOCK_LEN 12u  /* name length u32 + data length u64 */
 
+/* The layout r is written in: format 2's (no MSG flags) or 3's. */
+static uint8_t
+format_of(const struct gw_jrec *r)
+{
+    return r->format == GW_JREC_FORMAT_MIN ? GW_JREC_FORMAT_MIN
+                                           : GW_JREC_FORMAT;
+}
+
+/* Bytes of a MSG record's flags field in that format. */
+static size_t
+flags_len(uint8_t format)
+{
+    return format >= 3 ? 2 : 0;
+}
+
 static size_t
 fields_len(const struct gw_jrec *r)
 {
@@ -19,7 +34,8 @@ fields_len(const struct gw_jrec *r)
 
     switch (r->type) {
     case GW_JREC_MSG:
-        n = 8 + 2 + (size_t) r->n_targets * TARGET_LEN + 4;
+        n = 8 + flags_len(format_of(r)) + 2 +
+            (size_t) r->n_targets * TARGET_LEN + 4;
         for (uint32_t i = 0; i < r->block_count; i++)
             n += BLOCK_LEN + r->blocks[i].name_len;
         return n;
@@ -54,12 +70,18 @@ gw_jrec_encode(const struct gw_jrec *r, uint8_t *buf)
     wire_put32(buf + 12, (uint32_t) flen);
     wire_put32(buf + 16, 0);
     buf[20] = (uint8_t) r->type;
-    buf[21] = buf[22] = buf[23] = 0;
+    buf[21] = format_of(r) == GW_JREC_FORMAT_MIN ? 0 : GW_JREC_FORMAT;
+    buf[22] = buf[23] = 0;
     switch (r->type) {
     case GW_JREC_MSG:
         wire_put64(p, r->payload_id);
-        wire_put16(p + 8, r->n_targets);
-        p += 10;
+        p += 8;
+        if (flags_len(format_of(r)) > 0) {
+            wire_put16(p, r->flags);
+            p += 2;
+        }
+        wire_put16(p, r->n_targets);
+        p += 2;
         for (uint16_t i = 0; i < r->n_targets; i++, p += TARGET_LEN) {
             wire_put64(p, t[i].qid);
             wire_put64(p + 8, t[i].msg_id);
@@ -125,11 +147,13 @@ gw_jrec_set_crc(uint8_t *hdr, uint32_t crc)
 
 int
 gw_jrec_prefix(const uint8_t prefix[GW_JREC_PREFIX_LEN], uint64_t *body_len,
-               uint32_t *flen, uint32_t *crc, uint8_t *type)
+               uint32_t *flen, uint32_t *crc, uint8_t *type, uint8_t *format)
 {
-    if (wire_get32(prefix) != GW_JREC_MAGIC || prefix[21] || prefix[22] ||
+    if (wire_get32(prefix) != GW_JREC_MAGIC ||
+        (prefix[21] != 0 && prefix[21] != GW_JREC_FORMAT) || prefix[22] ||
         prefix[23])
         return SCIMQ_EPROTO;
+    *format = prefix[21] == 0 ? GW_JREC_FORMAT_MIN : prefix[21];
     *body_len = wire_get64(prefix + 4);
     *flen = wire_get32(prefix + 12);
     *crc = wire_get32(prefix + 16);
@@ -145,23 +169,31 @@ gw_jrec_prefix(const uint8_t prefix[GW_JREC_PREFIX_LEN], uint64_t *body_len,
 }
 
 int
-gw_jrec_fields(uint8_t type, const uint8_t *f, uint32_t flen, uint64_t body_len,
-               struct gw_jrec *r)
+gw_jrec_fields(uint8_t type, uint8_t format, const uint8_t *f, uint32_t flen,
+               uint64_t body_len, struct gw_jrec *r)
 {
     const uint8_t *end = f + flen, *p = f;
 
     memset(r, 0, sizeof(*r));
     r->type = type;
+    r->format = format;
     r->n_targets = 1;
     switch (type) {
     case GW_JREC_MSG: {
         uint64_t data = 0;
 
-        if (flen < 14)
+        if (flen < 14 + flags_len(format))
             return SCIMQ_EPROTO;
         r->payload_id = wire_get64(p);
-        r->n_targets = wire_get16(p + 8);
-        p += 10;
+        p += 8;
+        if (flags_len(format) > 0) {
+            r->flags = wire_get16(p);
+            p += 2;
+            if (r->flags & ~GW_JREC_F_ALL)
+                return SCIMQ_EPROTO;
+        }
+        r->n_targets = wire_get16(p);
+        p += 2;
         if (r->n_targets > GW_JREC_MAX_TARGETS ||
             (size_t) (end - p) < (size_t) r->n_targets * TARGET_LEN + 4)
             return SCIMQ_EPROTO;

@@ -5,13 +5,17 @@
  * A segment file is a sequence of records:
  *
  *   prefix (24 B)  magic "SCJR" u32 | body length u64 | fields length u32 |
- *                  CRC32C of the body u32 | type u8 + 3 zero bytes
+ *                  CRC32C of the body u32 | type u8 | layout u8 + 2 zero
+ *                  bytes (layout: 0 = a record of format 2, 3 = of format
+ *                  3; a segment may hold both: a journal of format 2 goes
+ *                  on with records of format 3)
  *   body           fields (fields length bytes) then data (MSG only)
  *
  * big-endian like SciMP.  The CRC covers the whole body, data included,
  * so a torn or damaged record is found wherever it is cut.  Fields:
  *
- *   MSG      payload id u64, targets u16 (0: a spill of memory queues'
+ *   MSG      payload id u64, flags u16 (format 3 only: GW_JREC_F_*),
+ *            targets u16 (0: a spill of memory queues'
  *            payload, skipped by recovery), then per target: queue id u64,
  *            message id u64, attempt u32; blocks u32, then per block: name
  *            length u32, data length u64, name; data = the payload (every
@@ -42,8 +46,16 @@
 
 #define GW_JREC_MAGIC 0x53434a52u /* "SCJR" */
 #define GW_JREC_PREFIX_LEN 24u
-/* The record layout's version, kept in the topology file. */
-#define GW_JREC_FORMAT 2
+/*
+ * The record layout's version, kept in the topology file.  History: 2 =
+ * first journal; 3 = MSG records carry flags (control messages).  This
+ * gateway reads both and writes 3.
+ */
+#define GW_JREC_FORMAT 3
+#define GW_JREC_FORMAT_MIN 2
+/* MSG flags: the payload is a control message's (bcast.h). */
+#define GW_JREC_F_CONTROL 0x0001u
+#define GW_JREC_F_ALL GW_JREC_F_CONTROL
 /* Fields of one record are bounded (targets, blocks and names are). */
 #define GW_JREC_MAX_FIELDS (1u << 20)
 #define GW_JREC_MAX_TARGETS 256u
@@ -73,7 +85,9 @@ struct gw_jrec_block {
  * fields buffer being decoded (decode). */
 struct gw_jrec {
     enum gw_jrec_type type;
+    uint8_t format;                      /* GW_JREC_FORMAT(_MIN) */
     uint64_t payload_id;                 /* MSG, ENQUEUE */
+    uint16_t flags;                      /* MSG: GW_JREC_F_* */
     uint32_t attempt;                    /* ENQUEUE, ATTEMPT */
     uint16_t n_targets;                  /* MSG: >= 1; others: 1 */
     const struct gw_jrec_target *target; /* encode: the targets */
@@ -85,7 +99,8 @@ struct gw_jrec {
     uint64_t data_len;                  /* MSG: payload bytes */
 };
 
-/* Bytes of prefix + fields of r (data not included). */
+/* Bytes of prefix + fields of r (data not included).  Encoding writes
+ * r->format's layout: set it to GW_JREC_FORMAT (0 means that too). */
 size_t gw_jrec_header_len(const struct gw_jrec *r);
 /*
  * Writes prefix and fields into buf (gw_jrec_header_len bytes).  The CRC
@@ -104,14 +119,16 @@ uint32_t gw_jrec_crc(const uint8_t *hdr, size_t hdr_len, const void *data,
 void gw_jrec_set_crc(uint8_t *hdr, uint32_t crc);
 
 /*
- * Reads a prefix: 0 and the lengths and CRC, or SCIMQ_EPROTO when it is not
- * one (bad magic, type or lengths).
+ * Reads a prefix: 0 and the lengths, CRC, type and format (2 or 3), or
+ * SCIMQ_EPROTO when it is not one (bad magic, type, layout or lengths).
  */
 int gw_jrec_prefix(const uint8_t prefix[GW_JREC_PREFIX_LEN], uint64_t *body_len,
-                   uint32_t *fields_len, uint32_t *crc, uint8_t *type);
-/* Parses fields (fields_len bytes) into r.  0 or SCIMQ_EPROTO. */
-int gw_jrec_fields(uint8_t type, const uint8_t *fields, uint32_t fields_len,
-                   uint64_t body_len, struct gw_jrec *r);
+                   uint32_t *fields_len, uint32_t *crc, uint8_t *type,
+                   uint8_t *format);
+/* Parses fields (fields_len bytes) of a record of that format into r.
+ * 0 or SCIMQ_EPROTO (an unknown MSG flag too). */
+int gw_jrec_fields(uint8_t type, uint8_t format, const uint8_t *fields,
+                   uint32_t fields_len, uint64_t body_len, struct gw_jrec *r);
 /* Target i and block i of a decoded MSG. */
 struct gw_jrec_target gw_jrec_target_at(const struct gw_jrec *r, uint16_t i);
 struct gw_jrec_block gw_jrec_block_at(const struct gw_jrec *r, uint32_t i);

@@ -16,6 +16,7 @@
 
 #include <scimq/error.h>
 
+#include "bcast.h"
 #include "durable.h"
 #include "queue.h"
 #include "store.h"
@@ -101,6 +102,8 @@ gw_queue_unlink(struct gw_queue *q, struct gw_msg *m)
         DL_DELETE(q->leased, m);
         q->n_leased--;
         break;
+    case GW_MSG_BCAST:
+        break; /* on none of q's lists */
     }
     m->prev = m->next = NULL;
 }
@@ -116,6 +119,12 @@ gw_queue_lease(struct gw_queue *q, struct gw_msg *m)
 void
 gw_queue_msg_free(struct gw_broker *b, struct gw_msg *m)
 {
+    if (gw_bcast_is_copy(m)) {
+        /* One consumer is done with a control message. */
+        gw_queue_touch(b, m->queue);
+        gw_bcast_copy_settled(m);
+        return;
+    }
     gw_durable_settle(b, m);
     m->queue->bytes -= m->payload->len;
     gw_heap_remove(&b->delays, &m->delay);
@@ -137,6 +146,12 @@ gw_queue_dead_letter(struct gw_broker *b, struct gw_msg *m,
     struct gw_queue *q = m->queue;
     struct gw_queue *dlq = NULL;
 
+    if (gw_bcast_is_copy(m)) {
+        /* Its consumer refused it: that consumer is done with it (the
+         * control message itself is not dead-lettered). */
+        gw_queue_msg_free(b, m);
+        return;
+    }
     if (q->dead_letter != NULL)
         dlq = gw_queue_find(b, q->dead_letter, strlen(q->dead_letter));
     q->c.dead_lettered++;
@@ -172,6 +187,12 @@ gw_queue_requeue(struct gw_broker *b, struct gw_msg *m, uint32_t delay_ms)
         return;
     }
     q->c.redelivered++;
+    if (gw_bcast_is_copy(m)) {
+        /* Again to the same consumer, as soon as it has credit. */
+        gw_bcast_copy_back(m);
+        gw_queue_touch(b, q);
+        return;
+    }
     if (delay_ms > 0) {
         m->state = GW_MSG_DELAYED;
         DL_APPEND(q->delayed, m);

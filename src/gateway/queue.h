@@ -70,7 +70,7 @@ static inline bool
 gw_queue_drained(const struct gw_queue *q)
 {
     return q->closed && q->n_ready == 0 && q->n_delayed == 0 &&
-           q->n_leased == 0;
+           q->n_leased == 0 && q->bc_msg == NULL;
 }
 
 #endif /* SCIMQ_GATEWAY_QUEUE_H */

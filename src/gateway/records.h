@@ -66,6 +66,7 @@ struct gw_payload {
     enum gw_payload_where where;
     bool spilled;   /* its record was written by a spill (spill_bytes) */
     bool receiving; /* its PUT's bytes are still coming (st->receiving) */
+    bool control;   /* a control message's (PUT with BROADCAST; bcast.h) */
     enum gw_payload_journal journal; /* its MSG record */
     uint64_t seg, off;               /* GW_PLJ_DONE: where its data is */
     bool load_queued;                /* waits for memory to load */
@@ -84,9 +85,17 @@ struct gw_payload {
 /* Messages and deliveries                                                   */
 /* ------------------------------------------------------------------------ */
 
-enum gw_msg_state { GW_MSG_READY, GW_MSG_DELAYED, GW_MSG_LEASED };
+enum gw_msg_state {
+    GW_MSG_READY,
+    GW_MSG_DELAYED,
+    GW_MSG_LEASED,
+    /* A control message being broadcast, or one of its copies between
+     * deliveries: on none of the queue's lists (bcast.h keeps it). */
+    GW_MSG_BCAST
+};
 
-/* One message in one queue (fan-out makes one per target queue). */
+/* One message in one queue (fan-out makes one per target queue).  A
+ * control message's copy (bcast.h) is one too, with copy_of set. */
 struct gw_msg {
     uint64_t id;
     struct gw_payload *payload;
@@ -97,6 +106,8 @@ struct gw_msg {
     struct gw_delivery *delivery; /* GW_MSG_LEASED */
     struct gw_msg *prev, *next;   /* the queue's ready/delayed/leased list */
     struct gw_msg *pl_prev, *pl_next; /* payload->msgs */
+    struct gw_msg *copy_of;           /* a copy: the control message */
+    struct gw_consumer *copy_for;     /* a copy: its one consumer */
 };
 
 /* A message handed to a session, until settled. */
@@ -155,10 +166,13 @@ struct gw_queue {
     uint32_t max_attempts;
     uint64_t max_bytes;
     char *dead_letter;
-    bool closed;            /* QUEUE_CLOSE: no more PUTs; EOS once drained */
-    struct gw_msg *ready;   /* FIFO (utlist DL) */
-    struct gw_msg *delayed; /* NACK with delay (times in b->delays) */
-    struct gw_msg *leased;  /* handed out, unsettled */
+    bool closed;               /* QUEUE_CLOSE: no more PUTs; EOS once drained */
+    struct gw_msg *bc_msg;     /* the control message being broadcast */
+    struct gw_msg *bc_pending; /* its copies waiting for their consumer */
+    uint64_t bc_left;          /* its copies not settled yet */
+    struct gw_msg *ready;      /* FIFO (utlist DL) */
+    struct gw_msg *delayed;    /* NACK with delay (times in b->delays) */
+    struct gw_msg *leased;     /* handed out, unsettled */
     uint64_t n_ready, n_delayed, n_leased;
     uint64_t bytes; /* payload bytes of all its messages */
     struct gw_binding *bindings;

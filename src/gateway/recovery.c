@@ -31,6 +31,7 @@
 /* What the records say about a payload and a message. */
 struct rpayload {
     uint64_t id, seg, off, len;
+    uint16_t flags; /* GW_JREC_F_* */
     uint32_t block_count;
     struct gw_restored_block *blocks; /* names in names */
     char *names;
@@ -57,11 +58,13 @@ struct model {
 };
 
 static int
-topology_load(const char *dir, struct gw_broker *b, uint64_t *next_qid)
+topology_load(const char *dir, struct gw_broker *b, uint64_t *next_qid,
+              bool *older_p)
 {
     char path[4096];
     json_error_t err;
     json_t *doc, *queues, *binds, *v;
+    json_int_t format;
     size_t i;
     int rc = 0;
 
@@ -74,18 +77,20 @@ topology_load(const char *dir, struct gw_broker *b, uint64_t *next_qid)
                         err.line);
         return SCIMQ_EIO;
     }
-    if (json_integer_value(json_object_get(doc, "version")) != GW_JREC_FORMAT) {
-        SCIMQ_LOG_ERROR(
-            GATEWAY,
-            "%s: journal format %lld, this gateway reads format "
-            "%d only; start it with another --journal-dir (or "
-            "drain this one with the gateway that wrote it)",
-            path,
-            (long long) json_integer_value(json_object_get(doc, "version")),
-            GW_JREC_FORMAT);
+    format = json_integer_value(json_object_get(doc, "version"));
+    if (format < GW_JREC_FORMAT_MIN || format > GW_JREC_FORMAT) {
+        SCIMQ_LOG_ERROR(GATEWAY,
+                        "%s: journal format %lld, this gateway reads formats "
+                        "%d..%d; start it with another --journal-dir (or "
+                        "drain this one with the gateway that wrote it)",
+                        path, (long long) format, GW_JREC_FORMAT_MIN,
+                        GW_JREC_FORMAT);
         json_decref(doc);
         return SCIMQ_EIO;
     }
+    /* Records of format 3 follow now: the file must say so, or a gateway
+     * that reads format 2 only would take them for damage and cut them. */
+    *older_p = format < GW_JREC_FORMAT;
     *next_qid = (uint64_t) json_integer_value(json_object_get(doc, "next_qid"));
     queues = json_object_get(doc, "queues");
     json_array_foreach(queues, i, v)
@@ -177,6 +182,7 @@ apply(struct model *m, const struct gw_jrec *r, uint64_t seg, uint64_t off)
         } else {
             p = gw_xcalloc(1, sizeof(*p));
             p->id = r->payload_id;
+            p->flags = r->flags;
             p->seg = seg;
             p->off = off;
             p->len = r->data_len;
@@ -278,12 +284,12 @@ scan_segment(struct model *m, const char *dir, uint64_t seg, uint8_t *chunk,
         uint8_t prefix[GW_JREC_PREFIX_LEN];
         uint64_t body, data, left;
         uint32_t flen, crc, got;
-        uint8_t type;
+        uint8_t type, format;
         struct gw_jrec r;
 
         if (size - off < GW_JREC_PREFIX_LEN ||
             read_full(fd, prefix, sizeof(prefix)) != 0 ||
-            gw_jrec_prefix(prefix, &body, &flen, &crc, &type) != 0 ||
+            gw_jrec_prefix(prefix, &body, &flen, &crc, &type, &format) != 0 ||
             body > size - off - GW_JREC_PREFIX_LEN ||
             read_full(fd, fields, flen) != 0)
             break;
@@ -299,7 +305,7 @@ scan_segment(struct model *m, const char *dir, uint64_t seg, uint8_t *chunk,
             left -= n;
         }
         if (left != 0 || got != crc ||
-            gw_jrec_fields(type, fields, flen, body, &r) != 0)
+            gw_jrec_fields(type, format, fields, flen, body, &r) != 0)
             break;
         apply(m, &r, seg, off + GW_JREC_PREFIX_LEN + flen);
         off += GW_JREC_PREFIX_LEN + body;
@@ -395,7 +401,7 @@ gw_recover(const char *dir, struct gw_broker *b, struct gw_actions *out,
     if (rc != 0)
         return rc;
     gw_broker_restore_begin(b, out);
-    rc = topology_load(dir, b, &t.next_qid);
+    rc = topology_load(dir, b, &t.next_qid, &t.rewrite_topology);
     if (rc == 0)
         rc = segments_list(dir, &segs, &n);
     if (rc != 0) {
@@ -422,7 +428,8 @@ gw_recover(const char *dir, struct gw_broker *b, struct gw_actions *out,
             continue; /* its MSG record was lost with a damaged segment */
         if (p->restored == NULL)
             p->restored = gw_broker_restore_payload(
-                b, p->id, p->blocks, p->block_count, p->len, p->seg, p->off);
+                b, p->id, p->blocks, p->block_count, p->len, p->seg, p->off,
+                (p->flags & GW_JREC_F_CONTROL) != 0);
         gw_broker_restore_msg(b, r->key.qid, r->key.msg_id, p->restored,
                               r->attempt);
         rep->messages++;

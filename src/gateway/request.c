@@ -197,6 +197,15 @@ reply(struct gw_conn *c, const scimq_proto_frame_t *f, int rc, uint64_t value)
         gw_conn_send_error(c, f->request_id, rc, scimq_strerror(rc));
 }
 
+int
+gw_request_put_flags(const struct gw_conn *c, const scimq_proto_frame_t *f)
+{
+    if ((f->flags & SCIMQ_PROTO_F_BROADCAST) &&
+        c->version < SCIMQ_PROTO_SESSION_VERSION_CONTROL)
+        return SCIMQ_EPROTO_FLAGS;
+    return 0;
+}
+
 static void
 handle_put(struct gw_conn *c, const scimq_proto_frame_t *f)
 {
@@ -208,6 +217,8 @@ handle_put(struct gw_conn *c, const scimq_proto_frame_t *f)
 
     c->pl = NULL;
     c->put_err = 0;
+    if (rc == 0 && pl == NULL)
+        rc = gw_request_put_flags(c, f);
     if (rc == 0 && pl == NULL) {
         /* An empty message has no payload to read, so it skipped the
          * header-time admission: admit it now.  It cannot wait for
@@ -221,6 +232,12 @@ handle_put(struct gw_conn *c, const scimq_proto_frame_t *f)
     if (rc == 0)
         rc = gw_hub_put_commit(hub, c->host->index, c->id, f, pl, &msg_id,
                                &deferred);
+    if (rc == SCIMQ_EPROTO_FLAGS) {
+        gw_conn_send_error(c, f->request_id, rc,
+                           "BROADCAST (a control message) needs session "
+                           "version 4");
+        return;
+    }
     if (rc != 0) {
         gw_conn_send_error(c, f->request_id, rc, scimq_strerror(rc));
         return;

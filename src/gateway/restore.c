@@ -15,6 +15,7 @@
 #include <scimq/error.h>
 
 #include "broker.h"
+#include "durable.h"
 #include "queue.h"
 #include "records.h"
 #include "store.h"
@@ -84,7 +85,7 @@ struct gw_payload *
 gw_broker_restore_payload(struct gw_broker *b, uint64_t payload_id,
                           const struct gw_restored_block *blocks,
                           uint32_t block_count, uint64_t len, uint64_t seg,
-                          uint64_t off)
+                          uint64_t off, bool control)
 {
     struct gw_payload *pl = gw_xcalloc(1, sizeof(*pl));
     size_t names = 0;
@@ -105,6 +106,7 @@ gw_broker_restore_payload(struct gw_broker *b, uint64_t payload_id,
     pl->id = payload_id;
     pl->len = len;
     pl->block_count = block_count;
+    pl->control = control;
     pl->where = GW_PL_DISK;
     gw_heap_node_init(&pl->retry);
     if (payload_id > b->store.next_payload_id)
@@ -152,6 +154,8 @@ gw_broker_restore_end(struct gw_broker *b, const struct gw_restore_totals *t)
     b->j.c.recovered_queues = HASH_COUNT(b->queues);
     b->j.c.recovered_segments = t->n_segments;
     b->j.c.truncated_bytes = t->truncated_bytes;
+    if (t->rewrite_topology)
+        gw_durable_topology(b);
     /* New records go to a segment of their own; the old segments with
      * nothing left in them go now. */
     b->store.restoring = false;

@@ -315,6 +315,7 @@ gw_store_msg_header(const struct gw_payload *pl,
         blocks[i] = (struct gw_jrec_block){
             pl->blocks[i].name, pl->blocks[i].name_len, pl->blocks[i].len};
     r.payload_id = pl->id;
+    r.flags = pl->control ? GW_JREC_F_CONTROL : 0;
     r.target = targets;
     r.n_targets = n;
     r.block_count = pl->block_count;

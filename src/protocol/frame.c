@@ -65,6 +65,9 @@ flags_check(unsigned int opcode, unsigned int flags)
         return SCIMQ_EPROTO_FLAGS;
     if ((flags & SCIMQ_PROTO_F_CONFIRM) && opcode != SCIMQ_PROTO_OP_PUT)
         return SCIMQ_EPROTO_FLAGS;
+    if ((flags & SCIMQ_PROTO_F_BROADCAST) && opcode != SCIMQ_PROTO_OP_PUT &&
+        opcode != SCIMQ_PROTO_OP_DELIVER)
+        return SCIMQ_EPROTO_FLAGS;
     return 0;
 }
 

@@ -10,6 +10,16 @@
  * moment has logged everything it acknowledged), then acknowledged.  Ends
  * with one JSON line: messages, bytes, verified, corrupt, duplicates, lost,
  * redelivered, and the SciMP session version the gateway chose.
+ *
+ * Control messages (SCIMQ_MESSAGE_CONTROL: every consumer gets each one)
+ * are counted apart, as "control": they are not messages for --count,
+ * their bytes are not in "bytes", and --verify checks their payload but
+ * keeps their sequence numbers out of the data's (duplicates, lost) and
+ * out of --seq-log; "control_seqs" lists them in the order they came.
+ * --timeline writes one line per message, data or control, with the
+ * CLOCK_MONOTONIC times (ns) at which it was taken and at which its
+ * settlement began (before the gateway can have it), so that a test can
+ * order the deliveries of several consumers.
  */
 #include "config.h"
 
@@ -28,6 +38,16 @@
 #include "toolutil.h"
 
 #define RECV_NAME "scimq-recv"
+
+/* CLOCK_MONOTONIC in ns: one clock for every process of the machine. */
+static uint64_t
+mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
 
 static void
 usage(FILE *out)
@@ -60,7 +80,9 @@ usage(FILE *out)
             "  --max-hold MS        keep a lease alive this long at most "
             "(3600000)\n"
             "  --linger S           stay connected S seconds before "
-            "leaving\n" TOOL_COMMON_USAGE);
+            "leaving\n"
+            "  --timeline FILE      per message: taken_ns settling_ns seq "
+            "data|control\n" TOOL_COMMON_USAGE);
 }
 
 int
@@ -83,6 +105,7 @@ main(int argc, char **argv)
         {"linger", required_argument, NULL, 'L'},
         {"no-extend", no_argument, NULL, 'E'},
         {"max-hold", required_argument, NULL, 'H'},
+        {"timeline", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         TOOL_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
@@ -90,7 +113,9 @@ main(int argc, char **argv)
     scimq_client_options_t co;
     struct scimq_seqset seqs = {0};
     scimq_client_t *c = NULL;
-    const char *queue = NULL, *seq_log = NULL;
+    const char *queue = NULL, *seq_log = NULL, *timeline = NULL;
+    FILE *tl = NULL;
+    json_t *control_seqs = json_array();
     bool verify = false, until_eos = false, eos = false, reject = false;
     bool no_ack = false;
     uint64_t linger = 0;
@@ -98,7 +123,7 @@ main(int argc, char **argv)
     uint64_t count = 0, expect = 0, credit = 0, credit_bytes = 0;
     uint64_t process_ms = 0, idle_s = 0, max_message = 0;
     uint64_t messages = 0, bytes = 0, verified = 0, corrupt = 0;
-    uint64_t not_synthetic = 0, redelivered = 0;
+    uint64_t not_synthetic = 0, redelivered = 0, control = 0;
     double t0 = tool_now(), last = t0, dt;
     int ch, rc = 0, log_fd = -1;
 
@@ -164,6 +189,9 @@ main(int argc, char **argv)
         case 'E':
             co.auto_extend = 0;
             break;
+        case 'T':
+            timeline = optarg;
+            break;
         case 'H':
             co.max_hold_ms = tool_parse_size(RECV_NAME, "--max-hold", optarg);
             break;
@@ -193,6 +221,12 @@ main(int argc, char **argv)
             return 1;
         }
     }
+    if (timeline != NULL && (tl = fopen(timeline, "we")) == NULL) {
+        fprintf(stderr, RECV_NAME ": %s: %s\n", timeline, strerror(errno));
+        if (log_fd >= 0)
+            close(log_fd);
+        return 1;
+    }
     rc = tool_conn_open(&tc, &c, &co);
     if (rc != 0)
         goto out;
@@ -213,6 +247,9 @@ main(int argc, char **argv)
     while (count == 0 || messages < count) {
         scimq_message_t *m = NULL;
         const scimq_block_t *b;
+        bool is_control;
+        uint64_t taken_ns, settling_ns;
+        int64_t tl_seq = -1;
 
         rc = scimq_client_get(c, &m, 1000);
         if (rc == SCIMQ_ETIMEDOUT) {
@@ -236,12 +273,33 @@ main(int argc, char **argv)
             break;
         }
         last = tool_now();
-        messages++;
-        bytes += m->payload_len;
+        taken_ns = mono_ns();
+        is_control = (m->flags & SCIMQ_MESSAGE_CONTROL) != 0;
+        if (is_control) {
+            control++;
+        } else {
+            messages++;
+            bytes += m->payload_len;
+        }
         if (m->attempt > 1)
             redelivered++;
         b = scimq__synth_block(m->blocks, m->block_count);
-        if (verify && b != NULL) {
+        if ((is_control || tl != NULL) && b != NULL) {
+            /* Verified, but not one of the data's sequence numbers. */
+            uint64_t seq;
+            int vr = scimq__synth_verify(b->data, (size_t) b->len, &seq);
+
+            if (vr == 0)
+                tl_seq = (int64_t) seq;
+            if (is_control && verify && vr == 0)
+                json_array_append_new(control_seqs,
+                                      json_integer((json_int_t) seq));
+            else if (is_control && verify && vr == SCIMQ_EINVAL)
+                not_synthetic++;
+            else if (is_control && verify)
+                corrupt++;
+        }
+        if (verify && b != NULL && !is_control) {
             uint64_t seq;
             /* Logged before the ack below: the log covers every ack. */
             int vr = scimq__synth_record(b, &seqs, log_fd, &seq);
@@ -262,11 +320,15 @@ main(int argc, char **argv)
 
             nanosleep(&ts, NULL);
         }
+        settling_ns = mono_ns(); /* before the gateway can know */
         if (reject)
             rc = scimq_client_nack(c, m, 1, 0);
         else if (!no_ack)
             rc = scimq_client_ack(c, m);
         scimq_message_free(c, m);
+        if (tl != NULL)
+            fprintf(tl, "%" PRIu64 " %" PRIu64 " %" PRId64 " %s\n", taken_ns,
+                    settling_ns, tl_seq, is_control ? "control" : "data");
         if (rc != 0) {
             fprintf(stderr, RECV_NAME ": settle: %s\n", scimq_strerror(rc));
             break;
@@ -284,6 +346,9 @@ out:
             "MiB_per_s", dt > 0 ? (double) bytes / dt / 1048576.0 : 0.0, "eos",
             eos);
 
+        json_object_set_new(o, "control", json_integer((json_int_t) control));
+        if (verify)
+            json_object_set(o, "control_seqs", control_seqs);
         if (verify) {
             json_object_set_new(o, "verified",
                                 json_integer((json_int_t) verified));
@@ -320,6 +385,9 @@ out:
         (void) scimq_client_close(c);
     if (log_fd >= 0)
         close(log_fd);
+    if (tl != NULL && fclose(tl) != 0 && rc == 0)
+        rc = SCIMQ_EIO;
+    json_decref(control_seqs);
     if (rc == 0 && until_eos && !eos)
         rc = SCIMQ_EIO;
     if (rc == 0 && verify && corrupt > 0)

@@ -53,14 +53,17 @@ usage(FILE *out)
 {
     fprintf(out,
             "usage: scimq-scimp gen  [--count N] [--size SIZE] [--queue Q]\n"
-            "                        [--datasum] [--all-opcodes | --only "
-            "OPCODE]\n"
+            "                        [--datasum] [--broadcast] "
+            "[--all-opcodes | --only OPCODE]\n"
             "                        [--output FILE]\n"
             "       scimq-scimp dump [--quiet] [--verify] [FILE]\n"
             "       scimq-scimp --list-params | --version\n"
             "SIZE takes B, KiB, MiB, GiB suffixes.  gen writes to stdout "
             "unless --output;\n"
-            "dump reads stdin unless FILE and ends with a JSON summary.\n");
+            "dump reads stdin unless FILE and ends with a JSON summary.\n"
+            "--broadcast sets BROADCAST (control messages, session version "
+            "4) on the\n"
+            "PUTs and DELIVERs it writes.\n");
 }
 
 /* ======================================================================== */
@@ -70,11 +73,12 @@ usage(FILE *out)
 /*
  * One sample frame of every opcode but PUT (the PUT stream follows): a tour
  * of the protocol.  The DELIVER carries a small "meta" block, not a "data"
- * block, so that dump --verify counts only the synthetic PUTs.
+ * block, so that dump --verify counts only the synthetic PUTs.  bcast:
+ * flags of the DELIVER only (BROADCAST is for PUT and DELIVER).
  */
 static int
-gen_tour(int fd, uint64_t *req, uint16_t flags, const char *only,
-         uint64_t *frames, uint64_t *bytes)
+gen_tour(int fd, uint64_t *req, uint16_t flags, uint16_t bcast,
+         const char *only, uint64_t *frames, uint64_t *bytes)
 {
     static const char json[] =
         "{\"queues\":[{\"name\":\"demo\",\"kind\":\"guaranteed\"}]}";
@@ -96,7 +100,7 @@ gen_tour(int fd, uint64_t *req, uint16_t flags, const char *only,
         memset(&f, 0, sizeof(f));
         f.opcode = (uint8_t) op;
         f.request_id = ++*req;
-        f.flags = flags;
+        f.flags = flags | (op == SCIMQ_PROTO_OP_DELIVER ? bcast : 0);
         switch (op) {
         case SCIMQ_PROTO_OP_HELLO:
             f.args.hello.version_min = SCIMQ_PROTO_SESSION_VERSION_MIN;
@@ -212,8 +216,10 @@ cmd_gen(int argc, char **argv)
         {"datasum", no_argument, NULL, 'd'},
         {"all-opcodes", no_argument, NULL, 'a'},
         {"only", required_argument, NULL, 'O'},
+        {"broadcast", no_argument, NULL, 'b'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
+    uint16_t bcast = 0;
     uint64_t count = 10, size = 1u << 20, req = 0, bytes = 0, frames = 0;
     const char *queue = "demo", *output = NULL, *only = NULL;
     bool tour = false;
@@ -225,8 +231,11 @@ cmd_gen(int argc, char **argv)
     double t0, dt;
     int c, fd = STDOUT_FILENO, rc = 0;
 
-    while ((c = getopt_long(argc, argv, "n:s:q:o:daO:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "n:s:q:o:daO:bh", opts, NULL)) != -1) {
         switch (c) {
+        case 'b':
+            bcast = SCIMQ_PROTO_F_BROADCAST;
+            break;
         case 'n':
             if (scimq__parse_size(optarg, &count) != 0) {
                 fprintf(stderr, "scimq-scimp: bad --count '%s'\n", optarg);
@@ -287,12 +296,13 @@ cmd_gen(int argc, char **argv)
     }
 
     t0 = now_s();
-    if (tour && (rc = gen_tour(fd, &req, flags, only, &frames, &bytes)) != 0)
+    if (tour &&
+        (rc = gen_tour(fd, &req, flags, bcast, only, &frames, &bytes)) != 0)
         goto out;
     for (uint64_t seq = 0; seq < count; seq++) {
         scimq_proto_block_t blk = {"data", 4, payload, size};
         scimq_proto_frame_t f = {.opcode = SCIMQ_PROTO_OP_PUT,
-                                 .flags = flags | SCIMQ_PROTO_F_CONFIRM,
+                                 .flags = flags | bcast | SCIMQ_PROTO_F_CONFIRM,
                                  .request_id = ++req,
                                  .block_count = 1,
                                  .blocks = &blk};
@@ -358,10 +368,11 @@ print_frame(const scimq_proto_frame_t *f, uint64_t n)
 {
     const scimq_proto_args_t *a = &f->args;
 
-    printf("#%" PRIu64 " %-13s req=%" PRIu64 "%s%s", n,
+    printf("#%" PRIu64 " %-13s req=%" PRIu64 "%s%s%s", n,
            scimq_proto_opcode_name(f->opcode), f->request_id,
            (f->flags & SCIMQ_PROTO_F_DATASUM) ? " +datasum" : "",
-           (f->flags & SCIMQ_PROTO_F_CONFIRM) ? " +confirm" : "");
+           (f->flags & SCIMQ_PROTO_F_CONFIRM) ? " +confirm" : "",
+           (f->flags & SCIMQ_PROTO_F_BROADCAST) ? " +broadcast" : "");
     switch (f->opcode) {
     case SCIMQ_PROTO_OP_HELLO:
         printf(" versions=%u..%u stream=%u/%u client=%.*s",

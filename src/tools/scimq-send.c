@@ -6,6 +6,9 @@
  *              --synthetic --size SIZE --count N [--rate R] [--close]
  *   scimq-send --url ... --queue Q [--close] FILE...
  *
+ * --control sends every message as a control message (SciMP BROADCAST,
+ * session version 4): each consumer of the queue gets it, in order with
+ * the data (scimq_client_put_flags()).
  * Synthetic payloads are self-verifying (sequence number + CRC32C, see
  * doc/scimp.md appendix A), so scimq-recv --verify can prove that nothing
  * was lost, duplicated beyond redelivery, or corrupted.  Messages are
@@ -55,6 +58,9 @@ usage(FILE *out)
         "                   2..1024)\n"
         "  --declare KIND   create the queue first (guaranteed or "
         "best-effort)\n"
+        "  --control        send control messages: every consumer gets "
+        "each\n"
+        "                   (needs a gateway of session version 4)\n"
         "  --close          close the queue afterwards (end of "
         "stream)\n" TOOL_COMMON_USAGE);
 }
@@ -62,7 +68,7 @@ usage(FILE *out)
 /* Sends one file as a message with one block named after the file. */
 static int
 send_file(scimq_client_t *c, const char *queue, const char *path,
-          uint64_t *bytes_p)
+          uint64_t put_flags, uint64_t *bytes_p)
 {
     const char *base = strrchr(path, '/');
     scimq_block_t blk;
@@ -98,7 +104,7 @@ send_file(scimq_client_t *c, const char *queue, const char *path,
     blk.data = buf;
     blk.len = done;
     /* Ownership passes to the library, which frees it once confirmed. */
-    rc = scimq_client_put(c, queue, &blk, 1, free, buf);
+    rc = scimq_client_put_flags(c, queue, &blk, 1, put_flags, free, buf);
     if (rc != 0) {
         free(buf);
         fprintf(stderr, SEND_NAME ": %s: %s\n", path, scimq_strerror(rc));
@@ -121,6 +127,7 @@ main(int argc, char **argv)
         {"window", required_argument, NULL, 'w'},
         {"declare", required_argument, NULL, 'D'},
         {"close", no_argument, NULL, 'C'},
+        {"control", no_argument, NULL, 'X'},
         {"help", no_argument, NULL, 'h'},
         TOOL_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
@@ -131,6 +138,7 @@ main(int argc, char **argv)
     bool pool_used = false;
     const char *queue = NULL, *declare = NULL;
     bool synthetic = false, close_queue = false, closed = false;
+    uint64_t put_flags = 0;
     uint64_t size = 1u << 20, size_min = 0, count = 0, first = 0, window = 0,
              sent = 0, bytes = 0;
     double rate = 0, t0 = tool_now(), dt = 0;
@@ -184,6 +192,9 @@ main(int argc, char **argv)
             break;
         case 'D':
             declare = optarg;
+            break;
+        case 'X':
+            put_flags |= SCIMQ_PUT_CONTROL;
             break;
         case 'C':
             close_queue = true;
@@ -267,8 +278,8 @@ main(int argc, char **argv)
             }
         }
         (void) scimq__synth_fill(pool.bufs[idx], (size_t) len, first + i);
-        rc = scimq_client_put(c, queue, &blk, 1, tool_bufpool_release,
-                              &pool.refs[idx]);
+        rc = scimq_client_put_flags(c, queue, &blk, 1, put_flags,
+                                    tool_bufpool_release, &pool.refs[idx]);
         if (rc != 0) {
             tool_bufpool_release(&pool.refs[idx]);
             fprintf(stderr, SEND_NAME ": message %" PRIu64 ": %s (%s)\n",
@@ -280,7 +291,7 @@ main(int argc, char **argv)
         bytes += len;
     }
     for (int i = optind; !synthetic && i < argc; i++) {
-        if (send_file(c, queue, argv[i], &bytes) != 0) {
+        if (send_file(c, queue, argv[i], put_flags, &bytes) != 0) {
             errors++;
             continue;
         }
@@ -305,13 +316,13 @@ main(int argc, char **argv)
     }
 out:
     tool_json_print(json_pack(
-        "{s:s, s:s, s:I, s:I, s:i, s:f, s:f, s:f, s:b, s:i, s:s?}", "tool",
-        SEND_NAME, "queue", queue, "messages", (json_int_t) sent, "bytes",
-        (json_int_t) bytes, "streams", (int) tc.streams, "seconds", dt,
-        "MiB_per_s", dt > 0 ? (double) bytes / dt / 1048576.0 : 0.0,
-        "Gbit_per_s", dt > 0 ? (double) bytes * 8 / dt / 1e9 : 0.0, "closed",
-        closed, "errors", errors, "error",
-        rc != 0 ? scimq_err_name(rc) : NULL));
+        "{s:s, s:s, s:I, s:b, s:I, s:i, s:f, s:f, s:f, s:b, s:i, s:s?}", "tool",
+        SEND_NAME, "queue", queue, "messages", (json_int_t) sent, "control",
+        (put_flags & SCIMQ_PUT_CONTROL) != 0, "bytes", (json_int_t) bytes,
+        "streams", (int) tc.streams, "seconds", dt, "MiB_per_s",
+        dt > 0 ? (double) bytes / dt / 1048576.0 : 0.0, "Gbit_per_s",
+        dt > 0 ? (double) bytes * 8 / dt / 1e9 : 0.0, "closed", closed,
+        "errors", errors, "error", rc != 0 ? scimq_err_name(rc) : NULL));
     if (c != NULL) {
         int crc = scimq_client_close(c);
 

@@ -6,7 +6,7 @@
 #    client built before version 3 does (one PUT_OK per PUT, one ACK per
 #    delivery): every message confirmed, delivered, acknowledged, the
 #    payload CRCs equal on both sides, and no frame of a newer opcode;
-#  - the library with proto_max_version=1 and =2 (it then speaks as the
+#  - the library with proto_max_version=1, =2 and =3 (it then speaks as the
 #    releases of those versions did): counts and checksums, no loss;
 #  - the library of this build against a gateway that chooses at most
 #    version 2 (proto_max_version=2): the same.
@@ -62,7 +62,8 @@ send_recv() {
 }
 send_recv "library capped at version 1" 1 1
 send_recv "library capped at version 2" 2 2
-send_recv "library at its own version" "" 3
+send_recv "library capped at version 3" 3 3
+send_recv "library at its own version" "" 4
 stop_gateway
 
 start_gateway --set proto_max_version=2

@@ -21,6 +21,9 @@ $gen --count 1 --size 32 --queue "" > "$tmp/put-empty-queue" 2>/dev/null
 # Single frames: LIMIT (session version 2) and a DELIVER with a block.
 $gen --count 0 --only LIMIT > "$tmp/limit" 2>/dev/null
 $gen --count 0 --only DELIVER --datasum > "$tmp/deliver-sum" 2>/dev/null
+# Control messages (session version 4): a PUT and a DELIVER with BROADCAST.
+$gen --count 1 --size 64 --broadcast > "$tmp/put-control" 2>/dev/null
+$gen --count 0 --only DELIVER --broadcast --datasum > "$tmp/deliver-control-sum" 2>/dev/null
 # The range frames of session version 3: ACK_RANGE / NACK_RANGE (two
 # ranges each) and PUT_OK_RANGE, and ranges that break the one encoding
 # (the second range touching the first; a count of 0).

@@ -116,14 +116,18 @@ put_frame(const char *queue, uint64_t len, scimq_proto_block_t *blk)
 /* PUT of len bytes of `fill` from connection conn; returns the rc of the
  * header-time admission (the commit's on success). */
 static int
-put(uint64_t conn, const char *queue, uint64_t len, uint8_t fill)
+put_flags(uint64_t conn, const char *queue, uint64_t len, uint8_t fill,
+          uint16_t flags)
 {
     scimq_proto_block_t blk;
     scimq_proto_frame_t f = put_frame(queue, len, &blk);
     struct gw_payload *pl = NULL;
     uint64_t id = 0;
     bool deferred = false;
-    int rc = gw_broker_put_begin(b, now, conn, 0, &f, &pl, &out);
+    int rc;
+
+    f.flags = flags;
+    rc = gw_broker_put_begin(b, now, conn, 0, &f, &pl, &out);
 
     if (rc != 0)
         return rc;
@@ -131,6 +135,12 @@ put(uint64_t conn, const char *queue, uint64_t len, uint8_t fill)
     rc = gw_broker_put_commit(b, now, conn, 0, &f, pl, &id, &deferred, &out);
     CU_ASSERT(deferred == b->j.on); /* durable queues wait for it */
     return rc;
+}
+
+static int
+put(uint64_t conn, const char *queue, uint64_t len, uint8_t fill)
+{
+    return put_flags(conn, queue, len, fill, 0);
 }
 
 static void
@@ -888,12 +898,12 @@ journal_complete(uint64_t seg, struct gw_payload **last, int *syncs)
             if (a->payload != NULL) {
                 uint64_t body;
                 uint32_t flen, crc;
-                uint8_t type;
+                uint8_t type, format;
                 struct gw_jrec r;
 
-                CU_ASSERT_FATAL(
-                    gw_jrec_prefix(a->buf, &body, &flen, &crc, &type) == 0);
-                CU_ASSERT_FATAL(gw_jrec_fields(type,
+                CU_ASSERT_FATAL(gw_jrec_prefix(a->buf, &body, &flen, &crc,
+                                               &type, &format) == 0);
+                CU_ASSERT_FATAL(gw_jrec_fields(type, format,
                                                a->buf + GW_JREC_PREFIX_LEN,
                                                flen, body, &r) == 0);
                 last_attempt = gw_jrec_target_at(&r, 0).attempt;
@@ -1007,6 +1017,126 @@ test_receiving_share(void)
     teardown();
 }
 
+/*
+ * Control messages (bcast.h): held until what came before is settled, one
+ * copy to each consumer of version 4 and none to one of version 3, a copy
+ * given back goes to the same consumer again, the data behind waits for
+ * every copy, a consumer that leaves settles its copy, and the message
+ * counts as acknowledged once.
+ */
+static void
+test_control(void)
+{
+    struct seen d0, c1, c2, again, d1, x;
+    uint64_t conn_a, conn_b;
+
+    setup(8 * MiB, 64 * KiB, false);
+    session(10, 1, 4); /* A */
+    session(20, 1, 4); /* B */
+    session(30, 1, 3); /* C, an older client */
+    declare("q", SCIMQ_PROTO_QUEUE_GUARANTEED, 0, NULL);
+    get(10, "q", 10, ANY_BYTES, 1);
+    get(20, "q", 10, ANY_BYTES, 2);
+    get(30, "q", 10, ANY_BYTES, 3);
+    CU_ASSERT(put(10, "q", 100, 0) == 0);
+    CU_ASSERT(put_flags(10, "q", 50, 9, SCIMQ_PROTO_F_BROADCAST) == 0);
+    CU_ASSERT(put(10, "q", 100, 1) == 0);
+    d0 = next(GW_ACT_DELIVER);
+    CU_ASSERT_FATAL(d0.found);
+    CU_ASSERT(d0.first_byte == 0);
+    /* Data 0 is not settled: the control message and data 1 wait. */
+    CU_ASSERT(!next(GW_ACT_DELIVER).found);
+    CU_ASSERT(queue("q")->n_ready == 2);
+    CU_ASSERT(settle(d0.conn_id, SCIMQ_PROTO_OP_ACK, d0.delivery_id, 0));
+    c1 = next(GW_ACT_DELIVER);
+    c2 = next(GW_ACT_DELIVER);
+    CU_ASSERT_FATAL(c1.found && c2.found);
+    CU_ASSERT(c1.first_byte == 9 && c2.first_byte == 9);
+    CU_ASSERT(c1.msg_id == c2.msg_id && c1.delivery_id != c2.delivery_id);
+    CU_ASSERT((c1.conn_id == 10 && c2.conn_id == 20) ||
+              (c1.conn_id == 20 && c2.conn_id == 10));
+    /* Not to the version 3 consumer, and nothing else yet. */
+    CU_ASSERT(!next(GW_ACT_DELIVER).found);
+    conn_a = c1.conn_id == 10 ? c1.delivery_id : c2.delivery_id;
+    conn_b = c1.conn_id == 20 ? c1.delivery_id : c2.delivery_id;
+    /* A gives its copy back: it comes to A again. */
+    CU_ASSERT(settle(10, SCIMQ_PROTO_OP_NACK, conn_a, 1));
+    again = next(GW_ACT_DELIVER);
+    CU_ASSERT_FATAL(again.found);
+    CU_ASSERT(again.conn_id == 10 && again.first_byte == 9);
+    CU_ASSERT(again.attempt == 2);
+    CU_ASSERT(!next(GW_ACT_DELIVER).found);
+    /* B settles; A's copy is still out: data 1 waits. */
+    CU_ASSERT(settle(20, SCIMQ_PROTO_OP_ACK, conn_b, 0));
+    CU_ASSERT(!next(GW_ACT_DELIVER).found);
+    CU_ASSERT(queue("q")->c.acked == 1);
+    /* A leaves without settling: its copy is settled for it. */
+    gw_broker_stream_down(b, now, 10, false, &out);
+    d1 = next(GW_ACT_DELIVER);
+    CU_ASSERT_FATAL(d1.found);
+    CU_ASSERT(d1.first_byte == 1 && d1.conn_id != 10);
+    CU_ASSERT(queue("q")->c.acked == 2); /* data 0 and the control once */
+    CU_ASSERT(queue("q")->bc_msg == NULL && queue("q")->bc_left == 0);
+    CU_ASSERT(settle(d1.conn_id, SCIMQ_PROTO_OP_ACK, d1.delivery_id, 0));
+    CU_ASSERT(queue("q")->c.acked == 3);
+
+    /* Only a version 3 consumer: nobody to give it to, settled at once,
+     * and the data behind it flows. */
+    declare("old", SCIMQ_PROTO_QUEUE_GUARANTEED, 0, NULL);
+    get(30, "old", 10, ANY_BYTES, 4);
+    CU_ASSERT(put_flags(20, "old", 50, 9, SCIMQ_PROTO_F_BROADCAST) == 0);
+    CU_ASSERT(put(20, "old", 100, 2) == 0);
+    x = next(GW_ACT_DELIVER);
+    CU_ASSERT_FATAL(x.found);
+    CU_ASSERT(x.conn_id == 30 && x.first_byte == 2);
+    CU_ASSERT(queue("old")->c.acked == 1);
+    CU_ASSERT(!next(GW_ACT_DELIVER).found);
+    CU_ASSERT(gw_pool_used(&b->store.pool) > 0);
+    CU_ASSERT(settle(30, SCIMQ_PROTO_OP_ACK, x.delivery_id, 0));
+    CU_ASSERT(queue("old")->n_ready == 0 && queue("old")->n_leased == 0);
+    teardown();
+}
+
+/* A control message's copies on a best-effort queue are settled when sent;
+ * a queue deleted during a broadcast frees everything. */
+static void
+test_control_best_effort_delete(void)
+{
+    struct seen c, d;
+
+    setup(8 * MiB, 64 * KiB, false);
+    session(10, 1, 4);
+    session(20, 1, 4);
+    declare("be", SCIMQ_PROTO_QUEUE_BEST_EFFORT, 0, NULL);
+    get(10, "be", 10, ANY_BYTES, 1);
+    CU_ASSERT(put_flags(20, "be", 50, 9, SCIMQ_PROTO_F_BROADCAST) == 0);
+    CU_ASSERT(put(20, "be", 100, 1) == 0);
+    c = next(GW_ACT_DELIVER);
+    d = next(GW_ACT_DELIVER);
+    CU_ASSERT_FATAL(c.found && d.found);
+    CU_ASSERT(c.first_byte == 9 && d.first_byte == 1);
+    CU_ASSERT(queue("be")->n_ready == 0 && queue("be")->bc_msg == NULL);
+
+    /* B subscribes without credit: its copy waits; the queue goes. */
+    declare("del", SCIMQ_PROTO_QUEUE_GUARANTEED, 0, NULL);
+    get(10, "del", 10, ANY_BYTES, 2);
+    get(20, "del", 0, 0, 3);
+    CU_ASSERT(put_flags(20, "del", 50, 9, SCIMQ_PROTO_F_BROADCAST) == 0);
+    c = next(GW_ACT_DELIVER);
+    CU_ASSERT_FATAL(c.found && c.conn_id == 10);
+    CU_ASSERT(queue("del")->bc_left == 2);
+    {
+        scimq_proto_str_t name = str("del");
+        uint64_t discarded = 0;
+
+        CU_ASSERT(gw_broker_delete(b, now, &name, &discarded, &out) == 0);
+        CU_ASSERT(discarded == 2); /* A's copy and the control message */
+    }
+    drop_all();
+    CU_ASSERT(gw_pool_used(&b->store.pool) == 0);
+    teardown();
+}
+
 static const struct scimq_cunit_test broker_tests[] = {
     {"lease, expiry and late ack", test_lease_expiry, 1},
     {"extend", test_extend, 1},
@@ -1025,6 +1155,9 @@ static const struct scimq_cunit_test broker_tests[] = {
     {"PUTs being received share memory", test_receiving_share, 1},
     {"journal compaction", test_compaction, 1},
     {"payload pool", test_pool, 1},
+    {"control messages: order, copies, versions", test_control, 1},
+    {"control messages: best-effort, queue deleted",
+     test_control_best_effort_delete, 1},
     {NULL, NULL, 0}};
 
 static const struct scimq_cunit_suite suites[] = {

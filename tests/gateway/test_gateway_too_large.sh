@@ -20,7 +20,7 @@ bounded 60 "$bindir/scimq-send" --queue q "$workdir/small.dat" \
 expect_eq "confirmed" 3 "$(json_get "$workdir/send.json" .messages)"
 bounded 60 "$bindir/scimq-recv" --queue q --max-message 1MiB --until-eos \
     > "$workdir/recv.json" || fail "consumer failed"
-expect_eq "session version (LIMIT needs 2 or later)" 3 "$(json_get "$workdir/recv.json" .session_version)"
+expect_eq "session version (LIMIT needs 2 or later)" 4 "$(json_get "$workdir/recv.json" .session_version)"
 expect_eq "delivered" 2 "$(json_get "$workdir/recv.json" .messages)"
 expect_eq "bytes" 2048 "$(json_get "$workdir/recv.json" .bytes)"
 expect_eq "end of stream" true "$(json_get "$workdir/recv.json" .eos)"

@@ -78,19 +78,97 @@ decode(const uint8_t *buf, size_t len, struct gw_jrec *r)
 {
     uint64_t body;
     uint32_t flen, crc;
-    uint8_t type;
+    uint8_t type, format;
     int rc;
 
     if (len < GW_JREC_PREFIX_LEN)
         return SCIMQ_EPROTO;
-    rc = gw_jrec_prefix(buf, &body, &flen, &crc, &type);
+    rc = gw_jrec_prefix(buf, &body, &flen, &crc, &type, &format);
     if (rc != 0)
         return rc;
     if (body != len - GW_JREC_PREFIX_LEN)
         return SCIMQ_EPROTO;
     if (scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN, (size_t) body) != crc)
         return SCIMQ_EPROTO_DATASUM;
-    return gw_jrec_fields(type, buf + GW_JREC_PREFIX_LEN, flen, body, r);
+    return gw_jrec_fields(type, format, buf + GW_JREC_PREFIX_LEN, flen, body,
+                          r);
+}
+
+/* Rewrites the CRC of a whole record after a test changed its body. */
+static void
+reseal(uint8_t *buf, size_t len)
+{
+    gw_jrec_set_crc(buf, gw_jrec_crc(buf, len, NULL, 0));
+}
+
+/*
+ * Format 3 MSG records carry flags (a control message's payload); format 2
+ * ones, still read, have none.  The layout byte of the prefix tells them
+ * apart, so that one segment may hold both.
+ */
+static void
+test_codec_formats(void)
+{
+    struct gw_jrec_target t = {7, 100, 1};
+    struct gw_jrec_block bl = {"run", 3, 4};
+    struct gw_jrec r = msg_rec(42, &t, 1, &bl, 1, 4), d;
+    size_t len, len2;
+    uint8_t *buf, *buf2;
+
+    r.flags = GW_JREC_F_CONTROL;
+    buf = encode(&r, "HEAD", &len);
+    CU_ASSERT(buf[20] == GW_JREC_MSG && buf[21] == 3);
+    /* payload id u64, then flags u16 */
+    CU_ASSERT(buf[GW_JREC_PREFIX_LEN + 8] == 0 &&
+              buf[GW_JREC_PREFIX_LEN + 9] == 1);
+    CU_ASSERT_FATAL(decode(buf, len, &d) == 0);
+    CU_ASSERT(d.format == 3 && d.flags == GW_JREC_F_CONTROL);
+    CU_ASSERT(d.payload_id == 42 && d.n_targets == 1 && d.data_len == 4);
+    CU_ASSERT(gw_jrec_target_at(&d, 0).msg_id == 100);
+    CU_ASSERT(gw_jrec_target_at(&d, 0).attempt == 1);
+    CU_ASSERT(memcmp(gw_jrec_block_at(&d, 0).name, "run", 3) == 0);
+    /* A flag this format does not know: not a record. */
+    buf[GW_JREC_PREFIX_LEN + 9] = 0x02;
+    reseal(buf, len);
+    CU_ASSERT(decode(buf, len, &d) == SCIMQ_EPROTO);
+    /* An unknown layout byte: not a record. */
+    buf[GW_JREC_PREFIX_LEN + 9] = 0x01;
+    buf[21] = 4;
+    reseal(buf, len);
+    CU_ASSERT(decode(buf, len, &d) == SCIMQ_EPROTO);
+
+    /* The same record in format 2: two bytes shorter, layout byte 0, and
+     * decoded without flags. */
+    r.format = GW_JREC_FORMAT_MIN;
+    buf2 = encode(&r, "HEAD", &len2);
+    CU_ASSERT(len2 + 2 == len);
+    CU_ASSERT(buf2[21] == 0);
+    /* payload id u64, then the target count u16 at once */
+    CU_ASSERT(buf2[GW_JREC_PREFIX_LEN + 8] == 0 &&
+              buf2[GW_JREC_PREFIX_LEN + 9] == 1);
+    CU_ASSERT_FATAL(decode(buf2, len2, &d) == 0);
+    CU_ASSERT(d.format == 2 && d.flags == 0);
+    CU_ASSERT(d.payload_id == 42 && d.n_targets == 1 && d.data_len == 4);
+    CU_ASSERT(gw_jrec_target_at(&d, 0).qid == 7);
+    CU_ASSERT(gw_jrec_target_at(&d, 0).msg_id == 100);
+    CU_ASSERT(memcmp(gw_jrec_block_at(&d, 0).name, "run", 3) == 0);
+    /* Read as format 3 it does not parse (its lengths do not add up). */
+    buf2[21] = 3;
+    CU_ASSERT(decode(buf2, len2, &d) == SCIMQ_EPROTO);
+    free(buf2);
+    free(buf);
+
+    /* Small records are the same in both formats. */
+    r = small_rec(GW_JREC_SETTLE, 3, 77, 0, 0);
+    r.format = GW_JREC_FORMAT_MIN;
+    buf = encode(&r, NULL, &len);
+    r.format = GW_JREC_FORMAT;
+    buf2 = encode(&r, NULL, &len2);
+    CU_ASSERT(len == len2 && buf[21] == 0 && buf2[21] == 3);
+    CU_ASSERT_FATAL(decode(buf, len, &d) == 0);
+    CU_ASSERT(d.one.qid == 3 && d.one.msg_id == 77);
+    free(buf2);
+    free(buf);
 }
 
 static void
@@ -213,7 +291,7 @@ test_recovery(void)
     struct stat st;
     char path[256];
     struct gw_action *a;
-    int drops = 0;
+    int drops = 0, topo_rewrites = 0;
 
     snprintf(dir, sizeof(dir), "/tmp/scimq-journal-test.%ld", (long) getpid());
     mkdir(dir, 0700);
@@ -221,8 +299,10 @@ test_recovery(void)
     /* Segment 1: message 10/11 in both queues; a message of a deleted
      * queue; an old message settled everywhere. */
     r = msg_rec(1, both, 2, &bl, 1, 4);
+    r.format = GW_JREC_FORMAT_MIN; /* written by a format 2 gateway */
     append_rec("0000000000000001.seg", &r, "AAAA");
     r = msg_rec(2, &gone, 1, &bl, 1, 4);
+    r.format = GW_JREC_FORMAT_MIN;
     append_rec("0000000000000001.seg", &r, "BBBB");
     /* Segment 2: 10 is acked in "in", 11 was delivered twice in "copy";
      * message 20 (payload 3) comes and is settled; 21 stays. */
@@ -253,27 +333,36 @@ test_recovery(void)
     }
 
     /* Segment 3: compaction wrote payload 4 again, message 21 at its
-     * fourth attempt. */
+     * fourth attempt; a control message 23 (format 3, after the restart
+     * of a format 2 journal). */
     {
-        struct gw_jrec_target t21 = {1, 21, 4};
+        struct gw_jrec_target t21 = {1, 21, 4}, t23 = {1, 23, 0};
 
         r = msg_rec(4, &t21, 1, &bl, 1, 4);
         append_rec("0000000000000003.seg", &r, "DDDD");
+        r = msg_rec(6, &t23, 1, &bl, 1, 4);
+        r.flags = GW_JREC_F_CONTROL;
+        append_rec("0000000000000003.seg", &r, "FFFF");
     }
 
     CU_ASSERT_FATAL(gw_broker_new(&set, &b) == 0);
     CU_ASSERT_FATAL(gw_recover(dir, b, &out, &rep) == 0);
-    CU_ASSERT(rep.messages == 2); /* 11 in copy, 21 in in */
-    CU_ASSERT(rep.bytes == 8);
+    CU_ASSERT(rep.messages == 3); /* 11 in copy, 21 and 23 in in */
+    CU_ASSERT(rep.bytes == 12);
     CU_ASSERT(rep.segments == 3);
     CU_ASSERT(rep.truncated_bytes > 0);
     CU_ASSERT(rep.next_segment == 4);
     CU_ASSERT_FATAL(queue_named(b, "in") != NULL);
     CU_ASSERT_FATAL(queue_named(b, "copy") != NULL);
-    CU_ASSERT(queue_named(b, "in")->n_ready == 1);
+    CU_ASSERT(queue_named(b, "in")->n_ready == 2);
     CU_ASSERT(queue_named(b, "in")->ready->id == 21);
     CU_ASSERT(queue_named(b, "in")->ready->attempt == 4);
     CU_ASSERT(queue_named(b, "in")->ready->payload->seg == 3);
+    CU_ASSERT(!queue_named(b, "in")->ready->payload->control);
+    /* The control message is one again, after the data put before it. */
+    CU_ASSERT_FATAL(queue_named(b, "in")->ready->next != NULL);
+    CU_ASSERT(queue_named(b, "in")->ready->next->id == 23);
+    CU_ASSERT(queue_named(b, "in")->ready->next->payload->control);
     CU_ASSERT(queue_named(b, "copy")->n_ready == 1);
     CU_ASSERT(queue_named(b, "copy")->ready->id == 11);
     CU_ASSERT(queue_named(b, "copy")->ready->attempt == 2);
@@ -284,19 +373,27 @@ test_recovery(void)
     /* Payloads stay in the journal: nothing in memory. */
     CU_ASSERT(queue_named(b, "copy")->ready->payload->where == GW_PL_DISK);
     CU_ASSERT(queue_named(b, "copy")->ready->payload->seg == 1);
+    CU_ASSERT(!queue_named(b, "copy")->ready->payload->control);
     CU_ASSERT(gw_pool_used(&b->store.pool) == 0);
-    /* Both segments hold live payloads: none is dropped. */
+    /* Both segments hold live payloads: none is dropped.  The topology
+     * file said format 2: it is written again, saying 3. */
     while ((a = gw_actions_pop(&out)) != NULL) {
         drops += a->kind == GW_ACT_JOURNAL_DROP;
+        if (a->kind == GW_ACT_JOURNAL_TOPOLOGY) {
+            topo_rewrites++;
+            CU_ASSERT(a->text != NULL &&
+                      strstr(a->text, "\"version\":3") != NULL);
+        }
         gw_action_free(a);
     }
     CU_ASSERT(drops == 0);
+    CU_ASSERT(topo_rewrites == 1);
     /* The torn tail was cut off the file. */
     snprintf(path, sizeof(path), "%s/0000000000000002.seg", dir);
     CU_ASSERT(stat(path, &st) == 0 &&
               (uint64_t) st.st_size == b->store.segments->next->bytes);
     /* New messages get new ids (the torn 22 was never confirmed). */
-    CU_ASSERT(b->next_msg_id == 21);
+    CU_ASSERT(b->next_msg_id == 23);
     CU_ASSERT(b->store.next_payload_id >= 4);
     gw_broker_free(b);
     unlink(path);
@@ -561,6 +658,7 @@ test_damage(void)
 
 static const struct scimq_cunit_test journal_tests[] = {
     {"record codec", test_codec, 1},
+    {"record formats 2 and 3: MSG flags", test_codec_formats, 1},
     {"recovery of a crafted journal", test_recovery, 1},
     {"segment writer", test_segment_writer, 1},
     {"damage anywhere: exactly the records before it", test_damage, 1},

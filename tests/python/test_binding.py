@@ -7,6 +7,7 @@ import gc
 import os
 import sys
 import threading
+import time
 import weakref
 
 import numpy
@@ -161,8 +162,39 @@ def test_queue_management(gateway, client):
         assert names == ["mgmt.a", "mgmt.b", "mgmt.c"]
         assert admin.delete("mgmt.c") == 3
     assert client.ping() > 0
-    # The gateway of this tree speaks the library's newest version (3: SciMP 1.1).
-    assert client.session_version == 3
+    # The gateway of this tree speaks the library's newest version (4: SciMP 1.2).
+    assert client.session_version == 4
+
+
+def test_control_messages_reach_every_consumer(gateway, client):
+    client.declare("ctl")
+    with scimq.connect(gateway.url, streams=1, token_file=gateway.token,
+                       name="pytest-b") as other:
+        consumers = {"a": client, "b": other}
+        for c in consumers.values():
+            c.subscribe("ctl", credit=8)
+        wait_stat(client, "ctl", "consumers", 2)
+        client.put("ctl", b"d0", wait=True)
+        client.put("ctl", b"run header", control=True, wait=True)
+        client.put("ctl", b"d1", wait=True)
+        got = {k: [] for k in consumers}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and \
+                sum(len(v) for v in got.values()) < 4:
+            for k, c in consumers.items():
+                try:
+                    m = c.get(timeout=0.1)
+                except scimq.Timeout:
+                    continue
+                got[k].append((m.control, bytes(m.data)))
+                m.ack()
+        for k in consumers:
+            # Every consumer gets it, once.
+            assert [d for ctl, d in got[k] if ctl] == [b"run header"], got
+        data = sorted(d for v in got.values() for ctl, d in v if not ctl)
+        assert data == [b"d0", b"d1"], got
+    # Acknowledged once, when both copies were.
+    wait_stat(client, "ctl", "counters.acked", 3)
 
 
 def test_errors_carry_scimq_names(gateway, client):

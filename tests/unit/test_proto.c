@@ -822,7 +822,9 @@ test_opcode_table(void)
     /* Session versions 2 and 3 keep the frame layout of version 1. */
     CU_ASSERT_EQUAL(SCIMQ_PROTO_FRAME_VERSION, 1);
     CU_ASSERT_EQUAL(SCIMQ_PROTO_SESSION_VERSION_MIN, 1);
-    CU_ASSERT_EQUAL(SCIMQ_PROTO_SESSION_VERSION_MAX, 3);
+    CU_ASSERT_EQUAL(SCIMQ_PROTO_SESSION_VERSION_MAX, 4);
+    CU_ASSERT_EQUAL(SCIMQ_PROTO_SESSION_VERSION_CONTROL, 4);
+    CU_ASSERT_EQUAL(SCIMQ_PROTO_F_BROADCAST, 0x0004);
     CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(255));
     CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(256));
     CU_ASSERT_PTR_NULL(scimq_proto_opcode_name(0x110));
@@ -945,6 +947,23 @@ static const uint8_t vec_limit[] = {
     0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xa7, 0xdf, 0x10, 0x5a, 0x00,
     0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
     0x01, 0x00, 0x00, 0x00, 0x00, 0x04, 0x64, 0x65, 0x6d, 0x6f};
+/* Control messages (session version 4): BROADCAST on PUT and DELIVER. */
+static const uint8_t vec_put_control[] = {
+    0x53, 0x43, 0x4d, 0x50, 0x01, 0x10, 0x00, 0x06, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x3c, 0x00, 0x05, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x01, 0xb1, 0xbc, 0x03, 0xa8, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x08, 0x00, 0x03, 0x72, 0x75, 0x6e, 0x00, 0x00, 0x00,
+    0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x08, 0x68, 0x64, 0x72,
+    0x72, 0x75, 0x6e, 0x20, 0x30, 0x30, 0x34, 0x32};
+static const uint8_t vec_deliver_control[] = {
+    0x53, 0x43, 0x4d, 0x50, 0x01, 0x13, 0x00, 0x04, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x50, 0x00, 0x19,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xd9, 0xe3, 0x61, 0x65, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x0c, 0x00, 0x00, 0x00, 0x01, 0x00, 0x03, 0x72, 0x75, 0x6e, 0x00,
+    0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x08,
+    0x68, 0x64, 0x72, 0x72, 0x75, 0x6e, 0x20, 0x30, 0x30, 0x34, 0x32};
 
 /* Storage a vector's frame may point into. */
 struct vec_frame {
@@ -1082,6 +1101,35 @@ vec_build_ok_auth(struct vec_frame *v)
     v->f.request_id = 2;
 }
 
+static void
+vec_build_put_control(struct vec_frame *v)
+{
+    memcpy(v->data, "run 0042", 8);
+    v->f.opcode = SCIMQ_PROTO_OP_PUT;
+    v->f.flags = SCIMQ_PROTO_F_BROADCAST | SCIMQ_PROTO_F_CONFIRM;
+    v->f.request_id = 3;
+    v->f.args.queue.queue = STR("run");
+    v->blocks[0] = (scimq_proto_block_t){"hdr", 3, v->data, 8};
+    v->f.blocks = v->blocks;
+    v->f.block_count = 1;
+}
+
+static void
+vec_build_deliver_control(struct vec_frame *v)
+{
+    memcpy(v->data, "run 0042", 8);
+    v->f.opcode = SCIMQ_PROTO_OP_DELIVER;
+    v->f.flags = SCIMQ_PROTO_F_BROADCAST;
+    v->f.request_id = 2;
+    v->f.args.deliver.delivery_id = 7;
+    v->f.args.deliver.msg_id = 12;
+    v->f.args.deliver.attempt = 1;
+    v->f.args.deliver.queue = STR("run");
+    v->blocks[0] = (scimq_proto_block_t){"hdr", 3, v->data, 8};
+    v->f.blocks = v->blocks;
+    v->f.block_count = 1;
+}
+
 static const struct {
     const char *name;
     const uint8_t *bytes;
@@ -1092,9 +1140,13 @@ static const struct {
     {                                                                          \
 #n, vec_##n, sizeof(vec_##n), vec_build_##n                            \
     }
-    VEC(put_synth), VEC(error),   VEC(bye),     VEC(ping_sum),
-    VEC(get),       VEC(ok_json), VEC(put_two), VEC(hello),
-    VEC(welcome),   VEC(auth),    VEC(ok_auth), VEC(limit),
+    VEC(put_synth),   VEC(error),
+    VEC(bye),         VEC(ping_sum),
+    VEC(get),         VEC(ok_json),
+    VEC(put_two),     VEC(hello),
+    VEC(welcome),     VEC(auth),
+    VEC(ok_auth),     VEC(limit),
+    VEC(put_control), VEC(deliver_control),
 #undef VEC
 };
 
@@ -1156,6 +1208,18 @@ test_roundtrip_styles(void)
         round_trip(SCIMQ_PROTO_OP_PUT, SCIMQ_PROTO_F_CONFIRM, all_styles[s]);
         round_trip(SCIMQ_PROTO_OP_PUT,
                    SCIMQ_PROTO_F_CONFIRM | SCIMQ_PROTO_F_DATASUM,
+                   all_styles[s]);
+    }
+    /* BROADCAST (control messages) on PUT and DELIVER, with the others. */
+    for (size_t s = 0; s < N_STYLES; s++) {
+        round_trip(SCIMQ_PROTO_OP_PUT,
+                   SCIMQ_PROTO_F_BROADCAST | SCIMQ_PROTO_F_CONFIRM |
+                       SCIMQ_PROTO_F_DATASUM,
+                   all_styles[s]);
+        round_trip(SCIMQ_PROTO_OP_DELIVER, SCIMQ_PROTO_F_BROADCAST,
+                   all_styles[s]);
+        round_trip(SCIMQ_PROTO_OP_DELIVER,
+                   SCIMQ_PROTO_F_BROADCAST | SCIMQ_PROTO_F_DATASUM,
                    all_styles[s]);
     }
 }
@@ -1493,7 +1557,7 @@ test_bad_opcode(void)
 static void
 test_bad_flags(void)
 {
-    static const uint16_t bad[] = {1u << 2, 1u << 8, 1u << 15, 0xFFFF};
+    static const uint16_t bad[] = {1u << 3, 1u << 8, 1u << 15, 0xFFFF};
     uint8_t buf[sizeof(golden_ping)];
     uint8_t *deliver;
     size_t len;
@@ -1515,6 +1579,12 @@ test_bad_flags(void)
     reseal(deliver, len);
     expect_error(deliver, len, NULL, SCIMQ_EPROTO_FLAGS);
     free(deliver);
+
+    /* BROADCAST belongs to PUT and DELIVER only. */
+    memcpy(buf, golden_ping, sizeof(buf));
+    patch(buf, OFF_FLAGS, 2, SCIMQ_PROTO_F_BROADCAST);
+    reseal(buf, sizeof(buf));
+    expect_error(buf, sizeof(buf), NULL, SCIMQ_EPROTO_FLAGS);
 }
 
 static void
@@ -2601,8 +2671,10 @@ test_encode_errors(void)
     f.opcode = 255;
     expect_encode_error(&f, SCIMQ_EPROTO_OPCODE);
 
-    /* Unknown flag, and CONFIRM outside PUT. */
-    build_frame(SCIMQ_PROTO_OP_PUT, 1u << 2, &f, blocks);
+    /* Unknown flag, CONFIRM outside PUT, BROADCAST outside PUT/DELIVER. */
+    build_frame(SCIMQ_PROTO_OP_PUT, 1u << 3, &f, blocks);
+    expect_encode_error(&f, SCIMQ_EPROTO_FLAGS);
+    build_frame(SCIMQ_PROTO_OP_GET, SCIMQ_PROTO_F_BROADCAST, &f, blocks);
     expect_encode_error(&f, SCIMQ_EPROTO_FLAGS);
     build_frame(SCIMQ_PROTO_OP_DELIVER, SCIMQ_PROTO_F_CONFIRM, &f, blocks);
     expect_encode_error(&f, SCIMQ_EPROTO_FLAGS);

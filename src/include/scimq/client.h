@@ -142,7 +142,15 @@ typedef struct scimq_message {
     void *payload; /**< the payload buffer (blocks back to back) */
     uint64_t payload_len;
     void *payload_ctx; /**< the payload_alloc context, if one was used */
+    uint64_t flags;    /**< SCIMQ_MESSAGE_* */
 } scimq_message_t;
+
+/**
+ * scimq_message_t.flags: a control message (sent with SCIMQ_PUT_CONTROL),
+ * which the gateway hands to every consumer of its queue, in order with
+ * the data messages, instead of to one of them.
+ */
+#define SCIMQ_MESSAGE_CONTROL (1ULL << 0)
 
 /**
  * Connects K streams to a gateway and authenticates them.
@@ -209,6 +217,30 @@ SCIMQ_EXPORT int scimq_client_put(scimq_client_t *c, const char *queue,
                                   void *free_arg);
 
 /**
+ * scimq_client_put_flags(): a control message, for every consumer (SciMP
+ * BROADCAST, session version 4).  The gateway delivers it to each consumer
+ * of the queue (and of each queue bound to it) whose session speaks
+ * version 4, once every message put before it is settled, and holds the
+ * messages put after it until every consumer has settled its copy.
+ * Consumers of older sessions never see it; one that subscribes after it
+ * was handed out does not get it.  Received, it has SCIMQ_MESSAGE_CONTROL
+ * in scimq_message_t.flags.
+ */
+#define SCIMQ_PUT_CONTROL (1ULL << 0)
+
+/**
+ * scimq_client_put() with flags (SCIMQ_PUT_*; 0 is scimq_client_put()).
+ *
+ * eturn as scimq_client_put(); SCIMQ_EINVAL (an unknown flag);
+ *         SCIMQ_ENOTSUP (SCIMQ_PUT_CONTROL on a session below version 4:
+ *         an older gateway, or proto_max_version set lower).
+ */
+SCIMQ_EXPORT int scimq_client_put_flags(scimq_client_t *c, const char *queue,
+                                        const scimq_block_t *blocks,
+                                        uint32_t block_count, uint64_t flags,
+                                        scimq_free_fn free_fn, void *free_arg);
+
+/**
  * Waits until every PUT is confirmed.
  *
  * \param timeout_ms  -1: no limit.
@@ -263,7 +295,7 @@ SCIMQ_EXPORT int scimq_client_limit(scimq_client_t *c, const char *queue,
                                     uint64_t max_message);
 
 /**
- * The SciMP session version of the handle's session (1 or 2), as the
+ * The SciMP session version of the handle's session (1 to 4), as the
  * gateway chose it in WELCOME; 0 if no session was ever established.
  */
 SCIMQ_EXPORT unsigned int scimq_client_session_version(scimq_client_t *c);

@@ -50,13 +50,15 @@ extern "C" {
  * speaks: a client offers SCIMQ_PROTO_SESSION_VERSION_MIN..MAX in HELLO and
  * the gateway picks one in WELCOME.  History: 1 = first release; 2 = adds
  * LIMIT; 3 (SciMP 1.1) = adds ACK_RANGE, NACK_RANGE, PUT_OK_RANGE and
- * REPORT.
- * The frame layout is the same in all three.
+ * REPORT; 4 (SciMP 1.2) = adds the BROADCAST flag (control messages).
+ * The frame layout is the same in all four.
  */
 #define SCIMQ_PROTO_SESSION_VERSION_MIN 1
-#define SCIMQ_PROTO_SESSION_VERSION_MAX 3
+#define SCIMQ_PROTO_SESSION_VERSION_MAX 4
 /** The first session version with the range frames (25-27). */
 #define SCIMQ_PROTO_SESSION_VERSION_RANGES 3
+/** The first session version with control messages (F_BROADCAST). */
+#define SCIMQ_PROTO_SESSION_VERSION_CONTROL 4
 /** Size of the fixed header. */
 #define SCIMQ_PROTO_FIXED_LEN 40
 /** Size of one block table entry (name length u32 + data length u64). */
@@ -91,8 +93,16 @@ extern "C" {
 #define SCIMQ_PROTO_F_DATASUM (1u << 0)
 /** PUT only: the producer asks for a PUT_OK once the message is queued. */
 #define SCIMQ_PROTO_F_CONFIRM (1u << 1)
+/**
+ * PUT and DELIVER only, session version 4: a control message, delivered
+ * to every consumer of the queue in order with its data messages
+ * (doc/scimp.md, "Control messages").  The codec accepts it on those two
+ * opcodes whatever the version; that it needs version 4 is a session rule.
+ */
+#define SCIMQ_PROTO_F_BROADCAST (1u << 2)
 /** Every flag this version knows; any other bit is an error. */
-#define SCIMQ_PROTO_F_ALL (SCIMQ_PROTO_F_DATASUM | SCIMQ_PROTO_F_CONFIRM)
+#define SCIMQ_PROTO_F_ALL                                                      \
+    (SCIMQ_PROTO_F_DATASUM | SCIMQ_PROTO_F_CONFIRM | SCIMQ_PROTO_F_BROADCAST)
 
 /** Queue kinds (QUEUE_DECLARE.kind, low four bits). */
 enum scimq_proto_queue_kind {
