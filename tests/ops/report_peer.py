@@ -8,60 +8,13 @@ request id, with a PING after each to show the connection still works.
 Prints one JSON line: {"vector_quiet":..., "errors":[[code, text], ...],
 "pongs": n}.  Every read is bounded (socket timeout)."""
 import json
-import socket
+import os
 import struct
 import sys
 
-POLY = 0x82F63B78  # CRC32C (Castagnoli), reflected
-TABLE = []
-for n in range(256):
-    c = n
-    for _ in range(8):
-        c = (c >> 1) ^ POLY if c & 1 else c >> 1
-    TABLE.append(c)
-
-
-def crc32c(data, crc=0):
-    crc ^= 0xFFFFFFFF
-    for b in data:
-        crc = TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-assert crc32c(b"123456789") == 0xE3069283
-
-
-def frame(opcode, rid, args):
-    hlen = 40 + len(args)
-    hdr = struct.pack(">IBBHQIHHIIQ", 0x53434D50, 1, opcode, 0, rid, hlen,
-                      len(args), 0, 0, 0, 0) + args
-    s = crc32c(hdr)
-    return hdr[:28] + struct.pack(">I", s) + hdr[32:]
-
-
-def s16(b):
-    return struct.pack(">H", len(b)) + b
-
-
-def recv_exact(sock, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise EOFError("the gateway closed the connection")
-        buf += chunk
-    return buf
-
-
-def read_frame(sock):
-    fixed = recv_exact(sock, 40)
-    (magic, _v, opcode, _f, rid, hlen, alen, _r, blocks, _s,
-     plen) = struct.unpack(">IBBHQIHHIIQ", fixed)
-    assert magic == 0x53434D50
-    rest = recv_exact(sock, hlen - 40)
-    if plen:
-        recv_exact(sock, plen)
-    return opcode, rid, rest[:alen]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "integration"))
+from scimp_raw import connect, frame, read_frame, s16  # noqa: E402
 
 
 def vector():
@@ -77,14 +30,8 @@ def vector():
 
 
 def main():
-    sock = socket.create_connection((sys.argv[1], int(sys.argv[2])), 10)
-    sock.settimeout(10)
-    hello = struct.pack(">BBHHQ", 1, 3, 0, 1, 0) + bytes(16) + s16(b"report-peer")
-    sock.sendall(frame(1, 1, hello))
-    op, _, args = read_frame(sock)
-    assert op == 2, "WELCOME expected, got opcode %d" % op
+    sock, args = connect(sys.argv[1], sys.argv[2], 3, b"report-peer")
     assert args[0] >= 3, "session version %d, REPORT needs 3" % args[0]
-    assert args[1] == 0, "this peer cannot authenticate"
     out = {"vector_quiet": None, "errors": [], "pongs": 0}
     good = vector()
     bad = [
