@@ -14,7 +14,11 @@
  *
  * A message is acknowledged only after its files are written and synced
  * and its manifest lines are on disk, so a crash loses nothing: the
- * gateway redelivers what was not acknowledged.  Ends with one JSON line.
+ * gateway redelivers what was not acknowledged.  A redelivered message
+ * whose lines are already in the manifest (its acknowledgement was lost:
+ * a lease ran out, a stream dropped, the store restarted) is acknowledged
+ * again and counted apart, "redelivered", not stored twice.  Ends with
+ * one JSON line: "messages" counts the messages stored.
  */
 #include "config.h"
 
@@ -73,6 +77,76 @@ write_file(const char *path, const void *data, uint64_t len)
     return close(fd) == 0 ? 0 : -errno;
 }
 
+/* The message ids in the manifest, sorted: what is stored already. */
+struct stored {
+    uint64_t *ids;
+    size_t n, cap;
+};
+
+static size_t
+stored_find(const struct stored *st, uint64_t id)
+{
+    size_t lo = 0, hi = st->n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (st->ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static bool
+stored_has(const struct stored *st, uint64_t id)
+{
+    size_t i = stored_find(st, id);
+
+    return i < st->n && st->ids[i] == id;
+}
+
+/* 0 or -ENOMEM.  Ids mostly come in order: the insertion is an append. */
+static int
+stored_add(struct stored *st, uint64_t id)
+{
+    size_t i = stored_find(st, id);
+
+    if (i < st->n && st->ids[i] == id)
+        return 0;
+    if (st->n == st->cap) {
+        size_t cap = st->cap ? 2 * st->cap : 1024;
+        uint64_t *ids = realloc(st->ids, cap * sizeof(*ids));
+
+        if (ids == NULL)
+            return -ENOMEM;
+        st->ids = ids;
+        st->cap = cap;
+    }
+    memmove(st->ids + i + 1, st->ids + i, (st->n - i) * sizeof(*st->ids));
+    st->ids[i] = id;
+    st->n++;
+    return 0;
+}
+
+/* The ids of an existing manifest (its first column).  0 or -ENOMEM. */
+static int
+stored_load(struct stored *st, FILE *manifest)
+{
+    char line[512];
+
+    rewind(manifest);
+    while (fgets(line, sizeof(line), manifest) != NULL) {
+        char *end;
+        uint64_t id = strtoull(line, &end, 10);
+
+        if (end != line && *end == '\t' && stored_add(st, id) != 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
 /* Block names become file name suffixes: keep them to a safe alphabet. */
 static void
 safe_name(const char *name, char *out, size_t len)
@@ -106,7 +180,8 @@ main(int argc, char **argv)
     const char *url = getenv("SCIMQ_URL"), *queue = NULL, *dir = NULL;
     scimq_client_options_t o;
     scimq_client_t *c = NULL;
-    uint64_t messages = 0, files = 0, bytes = 0;
+    uint64_t messages = 0, files = 0, bytes = 0, redelivered = 0;
+    struct stored st = {NULL, 0, 0};
     char path[4096];
     FILE *manifest = NULL;
     double t0 = now_s();
@@ -148,9 +223,14 @@ main(int argc, char **argv)
         return 1;
     }
     snprintf(path, sizeof(path), "%s/MANIFEST", dir);
-    manifest = fopen(path, "a");
+    manifest = fopen(path, "a+");
     if (manifest == NULL) {
         fprintf(stderr, "scimq-store: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    if (stored_load(&st, manifest) != 0) {
+        fprintf(stderr, "scimq-store: out of memory\n");
+        fclose(manifest);
         return 1;
     }
     o.client_name = "scimq-store";
@@ -168,6 +248,13 @@ main(int argc, char **argv)
         }
         if (rc != 0)
             break;
+        if (m->attempt > 1 && stored_has(&st, m->msg_id)) {
+            /* Stored and synced before; only the acknowledgement is new. */
+            rc = scimq_client_ack(c, m);
+            redelivered++;
+            scimq_message_free(c, m);
+            continue;
+        }
         for (uint32_t i = 0; i < m->block_count && rc == 0; i++) {
             const scimq_block_t *b = &m->blocks[i];
             char name[64], file[128];
@@ -189,6 +276,8 @@ main(int argc, char **argv)
         }
         if (rc == 0 && (fflush(manifest) != 0 || fsync(fileno(manifest)) != 0))
             rc = SCIMQ_EIO;
+        if (rc == 0 && stored_add(&st, m->msg_id) != 0)
+            rc = SCIMQ_ENOMEM;
         if (rc == 0) {
             rc = scimq_client_ack(c, m);
             messages++;
@@ -201,10 +290,13 @@ main(int argc, char **argv)
     if (c != NULL)
         (void) scimq_client_close(c);
     fclose(manifest);
+    free(st.ids);
     printf("{\"tool\":\"scimq-store\",\"queue\":\"%s\",\"messages\":%" PRIu64
-           ",\"files\":%" PRIu64 ",\"bytes\":%" PRIu64
+           ",\"redelivered\":%" PRIu64 ",\"files\":%" PRIu64
+           ",\"bytes\":%" PRIu64
            ",\"seconds\":%.3f,\"eos\":%s,\"error\":%s%s%s}\n",
-           queue, messages, files, bytes, now_s() - t0, eos ? "true" : "false",
-           rc ? "\"" : "", rc ? scimq_err_name(rc) : "null", rc ? "\"" : "");
+           queue, messages, redelivered, files, bytes, now_s() - t0,
+           eos ? "true" : "false", rc ? "\"" : "",
+           rc ? scimq_err_name(rc) : "null", rc ? "\"" : "");
     return rc == 0 ? 0 : 1;
 }
