@@ -52,7 +52,7 @@
 
 #include "common/param.h"
 #include "mpi/fabric.h"
-#include "mpi/runtime.h"
+#include "mpi/ctrl.h"
 #include "mpi/source.h"
 #include "tools/dist.h"
 

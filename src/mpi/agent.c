@@ -77,10 +77,13 @@
 #include "common/log.h"
 #include "common/param.h"
 #include "common/topo.h"
+#include "agent.h"
+#include "backoff.h"
+#include "ctrl.h"
 #include "doorbell.h"
+#include "proc.h"
 #include "protocol/wire.h"
 #include "report.h" /* per-MPI-job reports */
-#include "runtime.h"
 #include "source.h"
 
 /* How long the agent keeps polling (yielding) after it last had work
@@ -119,7 +122,7 @@ struct agent_put {
 };
 
 struct scimq_mpi_agent {
-    scimq_mpi_t *ctx;
+    struct scimq_mpi_agent_config cfg;
     pthread_t thread;
     bool started;
     atomic_bool stop, exited;
@@ -886,7 +889,7 @@ dispatch(struct scimq_mpi_agent *a)
 static void
 placement(struct scimq_mpi_agent *a)
 {
-    const char *how = a->ctx->agent_core;
+    const char *how = a->cfg.agent_core;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     cpu_set_t set;
     int cpu = -1;
@@ -1049,10 +1052,10 @@ static int
 agent_size(void *arg, uint64_t gateway_max, struct scimq_mpi_source_credit *cr)
 {
     struct scimq_mpi_agent *a = arg;
-    scimq_mpi_t *ctx = a->ctx;
+    const struct scimq_mpi_agent_config *cfg = &a->cfg;
     size_t page = (size_t) sysconf(_SC_PAGESIZE), huge = 2u << 20;
-    uint64_t per_rank = ctx->opt.slots_per_rank, budget = ctx->opt.pool_bytes;
-    uint64_t max = ctx->opt.max_message, window;
+    uint64_t per_rank = cfg->opt.slots_per_rank, budget = cfg->opt.pool_bytes;
+    uint64_t max = cfg->opt.max_message, window;
     const char *e = getenv("SCIMQ_MPI_CREDIT_BYTES");
 
     if (max == 0) {
@@ -1067,7 +1070,7 @@ agent_size(void *arg, uint64_t gateway_max, struct scimq_mpi_source_credit *cr)
     a->max_payload = max;
     a->slot_size = scimq__mpi_slot_size(max);
     if (budget == 0)
-        budget = ctx->opt.max_message != 0
+        budget = cfg->opt.max_message != 0
                      ? (uint64_t) a->nranks * per_rank * a->slot_size
                      : POOL_BYTES_DEFAULT;
     if (budget < SCIMQ_MPI_SLOT_META + max)
@@ -1113,14 +1116,15 @@ agent_size(void *arg, uint64_t gateway_max, struct scimq_mpi_source_credit *cr)
         "agent: largest message %" PRIu64 " bytes (%s%s), pool "
         "%zu bytes for %d ranks, credit %" PRIu64 " bytes / %u messages",
         max,
-        ctx->opt.max_message != 0 ? "SCIMQ_MPI_MAX_MESSAGE" : "pool budget",
+        cfg->opt.max_message != 0 ? "SCIMQ_MPI_MAX_MESSAGE" : "pool budget",
         gateway_max != 0 && gateway_max == max ? ", the gateway's" : "",
         a->pool_len, a->nranks, cr->bytes, cr->messages);
     return scimq__fabric_mr_reg(&a->fab, a->pool, a->pool_len, 1, &a->pool_mr);
 }
 
 int
-scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
+scimq__agent_create(const struct scimq_mpi_agent_config *cfg,
+                    struct scimq_mpi_agent **a_p,
                     struct scimq_mpi_agent_info *info)
 {
     struct scimq_mpi_agent *a = calloc(1, sizeof(*a));
@@ -1128,14 +1132,14 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
 
     if (a == NULL)
         return SCIMQ_ENOMEM;
-    a->ctx = ctx;
-    a->nranks = ctx->node_size;
+    a->cfg = *cfg;
+    a->nranks = cfg->node_size;
     a->bell_fd = -1;
     a->put_efd = -1;
     pthread_mutex_init(&a->slot_lock, NULL);
     pthread_mutex_init(&a->put_lock, NULL);
     pthread_cond_init(&a->put_cv, NULL);
-    rc = scimq__fabric_open_waitable(&a->fab, ctx->provider);
+    rc = scimq__fabric_open_waitable(&a->fab, cfg->provider);
     if (rc != 0)
         goto fail;
     if (a->fab.wait_fd < 0) {
@@ -1147,8 +1151,8 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
     }
 
     a->credits_max =
-        (ctx->prefetch < 0 ? SCIMQ_MPI_PREFETCH_AUTO_MAX : ctx->prefetch) + 1;
-    a->inline_max = ctx->inline_max;
+        (cfg->prefetch < 0 ? SCIMQ_MPI_PREFETCH_AUTO_MAX : cfg->prefetch) + 1;
+    a->inline_max = cfg->inline_max;
     a->rank_fa = calloc((size_t) a->nranks, sizeof(*a->rank_fa));
     a->rank_pid = calloc((size_t) a->nranks, sizeof(*a->rank_pid));
     a->want = calloc((size_t) a->nranks, sizeof(*a->want));
@@ -1179,11 +1183,11 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
 
     {
         struct scimq_mpi_source_cfg sc = {
-            .url = ctx->url,
-            .queue = ctx->queue,
-            .token_file = ctx->token_file,
-            .streams = ctx->opt.streams,
-            .max_hold_ms = ctx->opt.max_hold_ms,
+            .url = cfg->url,
+            .queue = cfg->queue,
+            .token_file = cfg->token_file,
+            .streams = cfg->opt.streams,
+            .max_hold_ms = cfg->opt.max_hold_ms,
             .sized = agent_size,
             .alloc = slot_alloc,
             .release = slot_release,
@@ -1209,7 +1213,8 @@ scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
     }
     /* REPORTs to the gateway on the source's session (report.c) */
     a->report = scimq__report_create(
-        ctx, a->src_ops->session != NULL ? a->src_ops->session(a->src) : NULL,
+        cfg->node_index, cfg->nodes, cfg->node_size,
+        a->src_ops->session != NULL ? a->src_ops->session(a->src) : NULL,
         a->fab.info->fabric_attr->prov_name, a->nslots, a->slot_size);
 
     memset(info, 0, sizeof(*info));

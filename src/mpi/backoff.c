@@ -9,7 +9,7 @@
 #include <sched.h>
 #include <time.h>
 
-#include "runtime.h"
+#include "backoff.h"
 
 uint64_t
 scimq__mpi_now_ns(void)

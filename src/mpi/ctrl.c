@@ -18,7 +18,7 @@
 #include <scimq/error.h>
 
 #include "common/log.h"
-#include "runtime.h"
+#include "ctrl.h"
 
 void
 scimq__ctrl_init(struct scimq_mpi_ctrl *c, uint16_t type, uint32_t rank)

@@ -50,8 +50,10 @@
 
 #include <scimq/error.h>
 
+#include "backoff.h"
 #include "common/log.h"
 #include "prefetch.h"
+#include "proc.h"
 #include "protocol/wire.h"
 
 #define NSEND 4

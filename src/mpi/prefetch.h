@@ -10,7 +10,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime.h"
+#include <scimq/client.h>
+
+#include "agent.h"
+#include "ctrl.h"
 
 struct scimq_mpi_prefetch;
 

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime.h"
+#include "proc.h"
 
 bool
 scimq__mpi_pid_dead(pid_t pid)

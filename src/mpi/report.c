@@ -19,6 +19,7 @@
 #include <scimq/error.h>
 #include <scimq/report.h>
 
+#include "backoff.h"
 #include "common/log.h"
 #include "report.h"
 
@@ -68,8 +69,9 @@ job_id(char *dst)
 }
 
 struct scimq_mpi_report *
-scimq__report_create(const scimq_mpi_t *ctx, scimq_client_t *client,
-                     const char *provider, uint32_t nslots, uint64_t slot_size)
+scimq__report_create(int node_index, int nodes, int node_size,
+                     scimq_client_t *client, const char *provider,
+                     uint32_t nslots, uint64_t slot_size)
 {
     const char *e = getenv("SCIMQ_MPI_REPORT_MS");
     uint64_t ms = SCIMQ_MPI_REPORT_MS_DEFAULT;
@@ -101,12 +103,12 @@ scimq__report_create(const scimq_mpi_t *ctx, scimq_client_t *client,
     if (r != NULL)
         r->slot_start_ns = calloc(nslots, sizeof(*r->slot_start_ns));
     if (r == NULL || r->slot_start_ns == NULL ||
-        ctx->node_size > (int) SCIMQ_REPORT_MAX_RANKS) {
+        node_size > (int) SCIMQ_REPORT_MAX_RANKS) {
         if (r != NULL && r->slot_start_ns != NULL)
             SCIMQ_LOG_WARN(MPI,
                            "agent: %d ranks on this node, more than a report "
                            "carries (%u): no reports",
-                           ctx->node_size, SCIMQ_REPORT_MAX_RANKS);
+                           node_size, SCIMQ_REPORT_MAX_RANKS);
         if (r != NULL)
             free(r->slot_start_ns);
         free(r);
@@ -117,13 +119,13 @@ scimq__report_create(const scimq_mpi_t *ctx, scimq_client_t *client,
     r->next_ns = scimq__mpi_now_ns() + r->period_ns;
     r->nslots = nslots;
     r->slot_size = slot_size;
-    r->rep.agent = (uint16_t) ctx->node_index;
-    r->rep.agents = (uint16_t) ctx->nodes;
-    r->rep.ranks = (uint16_t) ctx->node_size;
+    r->rep.agent = (uint16_t) node_index;
+    r->rep.agents = (uint16_t) nodes;
+    r->rep.ranks = (uint16_t) node_size;
     r->rep.period_ms = (uint32_t) ms;
     r->rep.pool_total = (uint64_t) nslots * slot_size;
-    r->rep.nrank = (uint16_t) ctx->node_size;
-    for (int k = 0; k < ctx->node_size; k++)
+    r->rep.nrank = (uint16_t) node_size;
+    for (int k = 0; k < node_size; k++)
         r->rep.rank[k].rank = (uint32_t) k;
     job_id(r->rep.job);
     name_set(r->rep.provider, provider != NULL ? provider : "unknown");

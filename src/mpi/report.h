@@ -15,23 +15,23 @@
 
 #include <scimq/client.h>
 
-#include "runtime.h"
-
 struct scimq_mpi_report;
 
 /* Default period (SCIMQ_MPI_REPORT_MS); 0 turns reports off. */
 #define SCIMQ_MPI_REPORT_MS_DEFAULT 2000u
 
 /*
- * Starts the reports of the agent of ctx's node: client is its gateway
+ * Starts the reports of agent node_index of nodes, serving node_size ranks:
+ * client is its gateway
  * session (NULL for another message source: no reports), provider the
  * libfabric provider it opened, nslots x slot_size its pool.  Returns NULL
  * when reports are off or memory is short (they are an extra: the agent
  * runs without them).
  */
 struct scimq_mpi_report *
-scimq__report_create(const scimq_mpi_t *ctx, scimq_client_t *client,
-                     const char *provider, uint32_t nslots, uint64_t slot_size);
+scimq__report_create(int node_index, int nodes, int node_size,
+                     scimq_client_t *client, const char *provider,
+                     uint32_t nslots, uint64_t slot_size);
 
 /* The message in slot went to node rank (the send succeeded). */
 void scimq__report_assigned(struct scimq_mpi_report *r, int rank,

@@ -22,8 +22,10 @@
 #include <scimq/error.h>
 
 #include "common/log.h"
+#include "backoff.h"
 #include "common/param.h"
 #include "prefetch.h"
+#include "proc.h"
 #include "protocol/wire.h"
 #include "runtime.h"
 
@@ -678,8 +680,23 @@ scimq_mpi_init(MPI_Comm comm, const char *url, const char *queue,
 
     /* The agent on each node's first rank (it learns the largest message
      * from the gateway), then every rank's endpoint and buffers. */
-    if (ctx->node_rank == 0)
-        ctx->ai.rc = scimq__agent_create(ctx, &ctx->agent, &ctx->ai);
+    if (ctx->node_rank == 0) {
+        struct scimq_mpi_agent_config cfg = {
+            .url = ctx->url,
+            .queue = ctx->queue,
+            .provider = ctx->provider,
+            .token_file = ctx->token_file,
+            .agent_core = ctx->agent_core,
+            .opt = ctx->opt,
+            .node_size = ctx->node_size,
+            .node_index = ctx->node_index,
+            .nodes = ctx->nodes,
+            .prefetch = ctx->prefetch,
+            .inline_max = ctx->inline_max,
+        };
+
+        ctx->ai.rc = scimq__agent_create(&cfg, &ctx->agent, &ctx->ai);
+    }
     if (MPI_Bcast(&ctx->ai, sizeof(ctx->ai), MPI_BYTE, 0, ctx->node_comm) !=
         MPI_SUCCESS) {
         rc = SCIMQ_EMPI;

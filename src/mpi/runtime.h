@@ -1,38 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * libscimq-mpi internals shared by the rank side (runtime.c, prefetch.c)
- * and the agent (agent.c).
- *
- * The agent-to-rank protocol: libfabric messages between the ranks of a
- * (pseudo-)node and its agent, each one header (struct scimq_mpi_ctrl,
- * versioned, every field checked by scimq__ctrl_check(), ctrl.c):
- *
- *   rank  -> agent  WANT             one credit: "send me one message"
- *   agent -> rank   MSG slot,gen,... a message: inline (block table and
- *                                    payload follow the header in the same
- *                                    libfabric message) or by reference
- *                                    (the rank reads it at raddr/key)
- *   rank  -> agent  DONE slot,gen    processed: ack it to the gateway
- *                   (+WANT flag: and one credit more)
- *   rank  -> agent  NACK / EXTEND    give back / keep the lease alive
- *   agent -> rank   EOS | ERR code   end of stream / the agent failed
- *   rank  -> agent  BYE              this rank leaves (+DONE flag: and the
- *                                    message in hand is done)
- *   rank  -> agent  PUT slot,raddr.. publish the message in the rank's put
- *                                    buffer (queue name and block table,
- *                                    then payload; the agent reads it and
- *                                    PUTs it on its gateway session)
- *   agent -> rank   PUT_DONE slot,code  its result (slot: the rank's put
- *                                    number)
- *
- * A rank holds at most P + 1 credits and messages together (P, the
- * prefetch depth, prefetch.c), so a busy rank simply does not ask: that is
- * the whole load-balancing mechanism.
- *
- * Pool slot layout: [ .. header | meta | payload ], the payload at
- * SLOT_META bytes into the slot, the block table (meta) written just
- * before it and, for an inline MSG, the header before that, so one read
- * (or one send) carries everything.
+ * The rank side's state (struct scimq_mpi, scimq_mpi_t of scimq/mpi.h):
+ * runtime.c's, with its prefetch endpoint (prefetch.h) and, on a node's
+ * first rank, its agent (agent.h).  The agent-to-rank protocol is in
+ * ctrl.h.
  */
 #ifndef SCIMQ_MPI_RUNTIME_H
 #define SCIMQ_MPI_RUNTIME_H
@@ -46,120 +17,8 @@
 
 #include <scimq/mpi.h>
 
-#include "doorbell.h"
-#include "fabric.h"
-
-#define SCIMQ_MPI_CTRL_MAGIC 0x53514d43u /* "SQMC" */
-/* Bumped on any change of the header or of its rules. */
-#define SCIMQ_MPI_CTRL_VERSION 3u
-/* Room for the block table (and an inline header) before each payload. */
-#define SCIMQ_MPI_SLOT_META 4096u
-/* Blocks per message the runtime hands to ranks. */
-#define SCIMQ_MPI_MAX_BLOCKS 64u
-/* Prefetch depth: the largest P, and the bound of "auto". */
-#define SCIMQ_MPI_PREFETCH_MAX 8
-#define SCIMQ_MPI_PREFETCH_AUTO_MAX 4
-/* Default inline threshold (payload bytes), measured with
- * bench/scimq-rma-bench (bench/README.md). */
-#define SCIMQ_MPI_INLINE_DEFAULT (4u << 10)
-
-enum scimq_mpi_ctrl_type {
-    CTRL_WANT = 1,
-    CTRL_DONE,
-    CTRL_NACK,
-    CTRL_EXTEND,
-    CTRL_BYE,
-    CTRL_MSG,
-    CTRL_EOS,
-    CTRL_ERR,
-    CTRL_PUT,     /* rank -> agent */
-    CTRL_PUT_DONE /* agent -> rank */
-};
-
-#define CTRL_F_WANT (1u << 0)    /* DONE/NACK: and one credit more */
-#define CTRL_F_REQUEUE (1u << 1) /* NACK: requeue (else dead-letter) */
-/* BYE: the message in hand (slot, gen) is done: acknowledged before the
- * rest is given back (one message, so the two cannot cross). */
-#define CTRL_F_DONE (1u << 2)
-
-/* Host layout: agent and ranks are one build on one kind of machine, and
- * the version and header length say so on every message. */
-struct scimq_mpi_ctrl {
-    uint32_t magic;   /* SCIMQ_MPI_CTRL_MAGIC */
-    uint16_t version; /* SCIMQ_MPI_CTRL_VERSION */
-    uint16_t hdr_len; /* sizeof(struct scimq_mpi_ctrl) */
-    uint16_t type;
-    uint16_t flags;
-    uint32_t rank; /* the rank (of the node) that sends or is sent to */
-    uint32_t slot;
-    uint32_t attempt;
-    uint64_t gen; /* slot generation: a stale DONE is ignored */
-    uint64_t raddr;
-    uint64_t key;
-    uint64_t payload_len;
-    uint64_t msg_id;
-    uint32_t meta_len;
-    uint32_t inline_len; /* bytes after the header: meta_len + payload_len
-                            for an inline MSG, else 0 */
-    int32_t code;
-    uint32_t lease_ms;
-};
-
-#define SCIMQ_MPI_CTRL_LEN ((uint32_t) sizeof(struct scimq_mpi_ctrl))
-/* The longest block table: the slot's room less an inline header. */
-#define SCIMQ_MPI_META_MAX (SCIMQ_MPI_SLOT_META - SCIMQ_MPI_CTRL_LEN)
-
-/* A header of type for rank, every other field zero. */
-void scimq__ctrl_init(struct scimq_mpi_ctrl *c, uint16_t type, uint32_t rank);
-
-/*
- * Checks a received control message of len bytes against the protocol:
- * magic, version, header length, a type valid in this direction
- * (to_agent), its flags, the total length, and that every field the type
- * does not use is zero.  Returns 0 or SCIMQ_EPROTO_{MAGIC,VERSION,HDRLEN,
- * OPCODE,FLAGS,LENGTHS,RESERVED,ARGS}.  What depends on the receiver's
- * state (rank and slot numbers, addresses, sizes) the receiver checks.
- */
-int scimq__ctrl_check(const struct scimq_mpi_ctrl *c, size_t len,
-                      bool to_agent);
-
-/* Logs a failed check, naming a version mismatch plainly (the two sides
- * are different builds of libscimq-mpi). */
-void scimq__ctrl_log_bad(const char *who, const struct scimq_mpi_ctrl *c,
-                         size_t len, int rc);
-
-/* A libfabric operation context (FI_CONTEXT2 comes first). */
-struct scimq_mpi_op {
-    struct fi_context2 fictx;
-    int kind;     /* OP_RECV, OP_SEND, OP_READ */
-    int index;    /* position in its array */
-    int peer;     /* agent sends: the node rank sent to */
-    bool busy;    /* a send in flight */
-    bool pending; /* a receive completed, not yet handled */
-    size_t len;   /* a completed receive's length */
-    struct scimq_mpi_ctrl msg;
-};
-
-enum { OP_RECV = 1, OP_SEND, OP_READ };
-
-/* What every rank learns about its node's agent at init. */
-struct scimq_mpi_agent_info {
-    uint8_t addr[SCIMQ_FABRIC_ADDR_MAX];
-    uint64_t addr_len;
-    uint64_t pool_raddr; /* remote address of the pool's first byte */
-    uint64_t pool_len;
-    uint64_t pool_key;
-    uint64_t slot_size;
-    uint64_t inline_max; /* MSG carries payloads up to this (+ meta) */
-    int32_t credits_max; /* credits + messages a rank may hold: P_max + 1 */
-    int32_t pid;         /* the agent's process (liveness) */
-    int32_t rc;          /* the agent's start-up result */
-    /* The agent's doorbell (doorbell.h), for ranks of its host to ring
-     * after control messages; empty when its completion queue wakes it. */
-    char doorbell[SCIMQ_DOORBELL_NAME_MAX];
-};
-
-struct scimq_mpi_agent;
+#include "agent.h"
+#include "ctrl.h"
 
 struct scimq_mpi {
     MPI_Comm comm, node_comm; /* node_comm: the ranks sharing an agent */
@@ -187,50 +46,5 @@ struct scimq_mpi {
 
     struct scimq_mpi_agent *agent; /* node rank 0 only */
 };
-
-/* Agent life cycle (node rank 0). */
-int scimq__agent_create(scimq_mpi_t *ctx, struct scimq_mpi_agent **a_p,
-                        struct scimq_mpi_agent_info *info);
-/* Learns the ranks' addresses, process ids (for the liveness check) and
- * CPU bindings (rank_cpus: nranks cpu_set_t, for the agent's placement)
- * and starts the agent thread. */
-int scimq__agent_start(struct scimq_mpi_agent *a, const uint8_t *addrs,
-                       size_t addr_stride, const int32_t *pids,
-                       const void *rank_cpus, int nranks);
-/* Waits for every rank's BYE (or stop), returns unassigned messages to the
- * gateway and frees the agent. */
-void scimq__agent_destroy(struct scimq_mpi_agent *a);
-
-/*
- * Size of a pool slot and of a rank's buffer: the block table room plus
- * max_message, rounded up to 2 MiB (transparent huge pages).  Agent and
- * ranks compute it alike, so a message that fits a slot fits every rank.
- */
-static inline size_t
-scimq__mpi_slot_size(uint64_t max_message)
-{
-    size_t huge = 2u << 20;
-
-    return (SCIMQ_MPI_SLOT_META + (size_t) max_message + huge - 1) &
-           ~(huge - 1);
-}
-
-/* Polls with a back-off that stays cheap on oversubscribed nodes
- * (backoff.c). */
-void scimq__mpi_backoff(unsigned int *spins);
-/* The same decision without the wait: 0 (yield) or nanoseconds to sleep,
- * for a caller that sleeps on its own condition variable. */
-uint64_t scimq__mpi_backoff_ns(unsigned int *spins);
-
-/* How often an agent looks at its ranks' processes, and a rank at its
- * agent's. */
-#define SCIMQ_MPI_LIVENESS_MS 200u
-
-/* Whether a process of this host no longer runs: gone, or a zombie not
- * yet reaped (proc.c). */
-bool scimq__mpi_pid_dead(pid_t pid);
-
-/* Nanoseconds on CLOCK_MONOTONIC (backoff.c). */
-uint64_t scimq__mpi_now_ns(void);
 
 #endif /* SCIMQ_MPI_RUNTIME_H */

@@ -12,7 +12,7 @@
 
 #include <scimq/error.h>
 
-#include "mpi/runtime.h"
+#include "mpi/ctrl.h"
 
 static int failures, checks;
 
