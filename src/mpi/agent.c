@@ -1011,6 +1011,11 @@ agent_main(void *arg)
             atomic_store(&a->exited, true); /* every rank said BYE */
         liveness(a);
         scimq__report_tick(a->report, a->ready_n, a->assigned); /* REPORT */
+        /* Ranks that asked get what is ready before the source is asked
+         * for more: a DONE's answer (the next MSG) does not wait for the
+         * get that refills the slot it freed. */
+        if (dispatch(a))
+            busy = true;
         fetch(a);
         if (dispatch(a))
             busy = true;
