@@ -150,16 +150,18 @@ static int
 synth_get(void *src, scimq_message_t **m_p)
 {
     struct synth *s = src;
-    struct synth_msg *sm = calloc(1, sizeof(*sm));
+    struct synth_msg *sm;
     void *buf, *ctx;
     int rc;
 
-    if (sm == NULL)
-        return SCIMQ_ENOMEM;
+    /* The pool first: it is full on most of the agent's turns. */
     rc = s->cfg.alloc(s->cfg.alloc_arg, synth_size, &buf, &ctx);
-    if (rc != 0) {
-        free(sm);
+    if (rc != 0)
         return rc == SCIMQ_ENOBUFS ? SCIMQ_EAGAIN : rc;
+    sm = calloc(1, sizeof(*sm));
+    if (sm == NULL) {
+        s->cfg.release(s->cfg.alloc_arg, buf, ctx);
+        return SCIMQ_ENOMEM;
     }
     sm->m.msg_id = s->next_id++;
     sm->m.delivery_id = sm->m.msg_id;

@@ -147,6 +147,7 @@ struct scimq_mpi_agent {
     uint64_t max_payload; /* the largest message taken */
     uint32_t nslots;      /* chunks */
     uint32_t rover;       /* where the next first-fit search starts */
+    uint32_t free_chunks; /* not allocated; under slot_lock */
     struct agent_slot *slots;
     pthread_mutex_t slot_lock; /* allocated flags: client I/O thread too */
     uint32_t *ready;           /* FIFO of slots got but not assigned */
@@ -221,15 +222,21 @@ slot_alloc(void *arg, uint64_t len, void **buf_p, void **ctx_p)
     }
     need = (uint32_t) ((SCIMQ_MPI_SLOT_META + len + CHUNK - 1) / CHUNK);
     pthread_mutex_lock(&a->slot_lock);
-    /* First fit from the rover, then from the start (a run never wraps). */
-    first = find_run_locked(a, a->rover, a->nslots, need);
-    if (first < 0)
-        first = find_run_locked(a, 0, a->nslots, need);
+    /* First fit from the rover, then from the start (a run never wraps).
+     * A full pool (the usual state while ranks keep up: the agent asks
+     * for more on every turn) fails without a scan of every chunk. */
+    first = -1;
+    if (need <= a->free_chunks) {
+        first = find_run_locked(a, a->rover, a->nslots, need);
+        if (first < 0)
+            first = find_run_locked(a, 0, a->nslots, need);
+    }
     if (first >= 0) {
         struct agent_slot *s = &a->slots[first];
 
         for (uint32_t j = (uint32_t) first; j < (uint32_t) first + need; j++)
             a->slots[j].allocated = true;
+        a->free_chunks -= need;
         s->run = need;
         s->alloc_gen++;
         a->rover =
@@ -247,8 +254,10 @@ slot_alloc(void *arg, uint64_t len, void **buf_p, void **ctx_p)
 static void
 run_free_locked(struct scimq_mpi_agent *a, uint32_t i)
 {
-    for (uint32_t j = i; j < i + a->slots[i].run && j < a->nslots; j++)
+    for (uint32_t j = i; j < i + a->slots[i].run && j < a->nslots; j++) {
+        a->free_chunks += a->slots[j].allocated;
         a->slots[j].allocated = false;
+    }
     a->slots[i].run = 0;
 }
 
@@ -1081,6 +1090,7 @@ agent_size(void *arg, uint64_t gateway_max, struct scimq_mpi_source_credit *cr)
     if (budget < SCIMQ_MPI_SLOT_META + max)
         budget = SCIMQ_MPI_SLOT_META + max;
     a->nslots = (uint32_t) ((budget + CHUNK - 1) / CHUNK);
+    a->free_chunks = a->nslots;
     a->pool_len = (size_t) a->nslots * CHUNK;
 
     /* 2 MiB aligned so that transparent huge pages can back it; bound near
