@@ -89,18 +89,6 @@
 /* How long the agent keeps polling (yielding) after it last had work
  * before it sleeps in poll() (agent_main()). */
 #define AGENT_SPIN_NS 200000u
-/* Of which the first part polls without yielding (agent_main()). */
-#define AGENT_HOT_NS 20000u
-
-static inline void
-cpu_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
 
 /* Pool chunk: the unit of allocation (a payload, its block table and an
  * inline header take whole chunks). */
@@ -1043,22 +1031,12 @@ agent_main(void *arg)
         /* Spin, then block: a busy stream (small messages: a DONE every
          * few tens of microseconds) keeps the agent awake, where a wake-up
          * from poll() would cost more than the message. */
-        if (busy) {
+        if (busy)
             last_busy_ns = scimq__mpi_now_ns();
-        } else {
-            uint64_t since = scimq__mpi_now_ns() - last_busy_ns;
-
-            /* Just after work, the next DONE is usually microseconds
-             * away: poll without a system call for AGENT_HOT_NS (a yield
-             * costs about a microsecond and hands the core to whoever
-             * waits, for as long as it likes), then yield. */
-            if (since < AGENT_HOT_NS)
-                cpu_pause();
-            else if (since < AGENT_SPIN_NS)
-                sched_yield();
-            else
-                agent_wait(a);
-        }
+        else if (scimq__mpi_now_ns() - last_busy_ns < AGENT_SPIN_NS)
+            sched_yield();
+        else
+            agent_wait(a);
     }
     atomic_store(&a->exited, true);
     return NULL;
