@@ -10,6 +10,13 @@
 store="$top_builddir/examples/store/scimq-store"
 n=60
 
+# store_finished ERRFILE: waits (bounded) for the store $store_pid to end
+# at end of stream, and for its success.
+store_finished() {
+    wait_until 60 "the store ends" sh -c "! kill -0 $store_pid 2>/dev/null"
+    wait "$store_pid" || { cat "$1" >&2; fail "store failed"; }
+}
+
 start_gateway
 for q in in.q proc.q store.q check.q; do
     "$bindir/scimqctl" queue create "$q" --guaranteed > /dev/null || fail "create $q"
@@ -27,11 +34,7 @@ for q in in.q proc.q store.q; do
 done
 bounded 60 "$bindir/scimq-recv" --queue proc.q --verify --until-eos --expect "$n" \
     > "$workdir/proc.json" || fail "processing consumer"
-i=0
-while kill -0 "$store_pid" 2>/dev/null; do
-    i=$((i + 1)); [ "$i" -gt $((600 * mult)) ] && fail "store did not finish"; sleep 0.1
-done
-wait "$store_pid" || { cat "$workdir/store.err" >&2; fail "store failed"; }
+store_finished "$workdir/store.err"
 expect_eq "processed" "$n" "$(json_get "$workdir/proc.json" .verified)"
 expect_eq "stored messages" "$n" "$(json_get "$workdir/store.json" .messages)"
 expect_eq "manifest lines" "$n" "$(wc -l < "$workdir/kept/MANIFEST")"
@@ -49,30 +52,28 @@ bounded 60 "$bindir/scimq-recv" --queue check.q --verify --until-eos --expect "$
 expect_eq "stored files verified" "$n" "$(json_get "$workdir/check.json" .verified)"
 expect_eq "stored files lost" 0 "$(json_get "$workdir/check.json" .lost)"
 
-# Redelivered after it was stored: the store is stopped (SIGSTOP) while it
-# holds messages of a queue with a 1 s lease, so their leases run out and
-# the gateway delivers them again once it resumes.  Each is stored once:
-# the manifest has one line per message, the redeliveries are counted.
+# Redelivered after it was stored: the store subscribes to a queue with a
+# 1 s lease and is stopped (SIGSTOP) before anything is put; the gateway
+# hands it its credit's worth, whose leases run out while it is stopped,
+# and delivers those again once it resumes and has stored them.  Each
+# message is stored once: one manifest line per message, the redeliveries
+# counted apart.
 m=40
 "$bindir/scimqctl" queue create lease.q --guaranteed --ack-timeout 1 \
     > /dev/null || fail "create lease.q"
-bounded 60 "$bindir/scimq-send" --queue lease.q --synthetic --size 256KiB \
-    --count "$m" --close > /dev/null || fail "send to lease.q"
 "$store" --queue lease.q --dir "$workdir/kept2" > "$workdir/store2.json" \
     2> "$workdir/store2.err" &
 store_pid=$!
 track "$store_pid"
-# Stopped once it has stored a first message (and holds its credit's worth).
-wait_until 30 "the store stores a first message" \
-    test -s "$workdir/kept2/MANIFEST"
+wait_until 30 "the store subscribes" \
+    stat_eq '.queues[] | select(.name == "lease.q") | .consumers' 1
 kill -STOP "$store_pid"
-sleep 3
+bounded 60 "$bindir/scimq-send" --queue lease.q --synthetic --size 256KiB \
+    --count "$m" --close > /dev/null || fail "send to lease.q"
+wait_until 30 "leases held by the stopped store ran out" \
+    stat_ge '.queues[] | select(.name == "lease.q") | .counters.redelivered' 1
 kill -CONT "$store_pid"
-i=0
-while kill -0 "$store_pid" 2>/dev/null; do
-    i=$((i + 1)); [ "$i" -gt $((600 * mult)) ] && fail "store did not finish"; sleep 0.1
-done
-wait "$store_pid" || { cat "$workdir/store2.err" >&2; fail "store failed"; }
+store_finished "$workdir/store2.err"
 expect_eq "lease.q: stored messages" "$m" "$(json_get "$workdir/store2.json" .messages)"
 expect_eq "lease.q: manifest lines (one per message)" "$m" \
     "$(wc -l < "$workdir/kept2/MANIFEST")"
