@@ -708,16 +708,10 @@ scimq_client_put_flags(scimq_client_t *c, const char *queue,
     if (c == NULL || !name_ok(queue) || (block_count > 0 && blocks == NULL) ||
         block_count > c->limits.max_blocks || (flags & ~SCIMQ_PUT_CONTROL))
         return SCIMQ_EINVAL;
-    if (flags & SCIMQ_PUT_CONTROL) {
-        unsigned int version;
-
-        pthread_mutex_lock(&c->lock);
-        version = c->version;
-        pthread_mutex_unlock(&c->lock);
-        /* An older gateway could not tell it from data. */
-        if (version < SCIMQ_PROTO_SESSION_VERSION_CONTROL)
-            return SCIMQ_ENOTSUP;
-    }
+    /* An older gateway could not tell a control message from data. */
+    if ((flags & SCIMQ_PUT_CONTROL) &&
+        scimq_client_session_version(c) < SCIMQ_PROTO_SESSION_VERSION_CONTROL)
+        return SCIMQ_ENOTSUP;
     if (block_count > CLIENT_PUT_STACK_BLOCKS) {
         pb = calloc(block_count, sizeof(*pb));
         if (pb == NULL)

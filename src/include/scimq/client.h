@@ -231,7 +231,7 @@ SCIMQ_EXPORT int scimq_client_put(scimq_client_t *c, const char *queue,
 /**
  * scimq_client_put() with flags (SCIMQ_PUT_*; 0 is scimq_client_put()).
  *
- * eturn as scimq_client_put(); SCIMQ_EINVAL (an unknown flag);
+ * \return as scimq_client_put(); SCIMQ_EINVAL (an unknown flag);
  *         SCIMQ_ENOTSUP (SCIMQ_PUT_CONTROL on a session below version 4:
  *         an older gateway, or proto_max_version set lower).
  */
