@@ -92,33 +92,34 @@ gw_bcast_copy_back(struct gw_msg *copy)
     DL_APPEND(copy->queue->bc_pending, copy);
 }
 
-void
-gw_bcast_consumer_gone(struct gw_consumer *c)
+/* Settles q's waiting copies for consumer c, or all of them (c NULL). */
+static void
+settle_waiting(struct gw_queue *q, const struct gw_consumer *c)
 {
-    struct gw_queue *q = c->queue;
     struct gw_msg *copy, *tmp;
 
-    if (q == NULL)
-        return;
     DL_FOREACH_SAFE(q->bc_pending, copy, tmp)
     {
-        if (copy->copy_for != c)
+        if (c != NULL && copy->copy_for != c)
             continue;
         DL_DELETE(q->bc_pending, copy);
         gw_bcast_copy_settled(copy);
     }
 }
 
+void
+gw_bcast_consumer_gone(struct gw_consumer *c)
+{
+    if (c->queue != NULL)
+        settle_waiting(c->queue, c);
+}
+
 struct gw_msg *
 gw_bcast_drop(struct gw_queue *q)
 {
-    struct gw_msg *m = q->bc_msg, *copy, *tmp;
+    struct gw_msg *m = q->bc_msg;
 
-    DL_FOREACH_SAFE(q->bc_pending, copy, tmp)
-    {
-        DL_DELETE(q->bc_pending, copy);
-        gw_bcast_copy_settled(copy);
-    }
+    settle_waiting(q, NULL);
     q->bc_msg = NULL;
     q->bc_left = 0;
     return m;

@@ -67,10 +67,8 @@ on_header(struct gw_conn *c)
     const scimq_proto_frame_t *f = scimq_proto_decoder_frame(c->dec);
     int rc = SCIMQ_ENOTSUP;
 
-    if (f->opcode == SCIMQ_PROTO_OP_PUT && c->phase == GW_CONN_READY)
-        rc = gw_request_put_flags(c, f);
     if (f->opcode == SCIMQ_PROTO_OP_PUT && c->phase == GW_CONN_READY &&
-        rc == 0) {
+        (rc = gw_request_put_flags(c, f)) == 0) {
         rc = gw_hub_put_begin(&c->gw->hub, c->host->index, c->id, f, &c->pl);
         if (rc == SCIMQ_EAGAIN) {
             c->parked = true;

@@ -232,14 +232,12 @@ handle_put(struct gw_conn *c, const scimq_proto_frame_t *f)
     if (rc == 0)
         rc = gw_hub_put_commit(hub, c->host->index, c->id, f, pl, &msg_id,
                                &deferred);
-    if (rc == SCIMQ_EPROTO_FLAGS) {
-        gw_conn_send_error(c, f->request_id, rc,
-                           "BROADCAST (a control message) needs session "
-                           "version 4");
-        return;
-    }
     if (rc != 0) {
-        gw_conn_send_error(c, f->request_id, rc, scimq_strerror(rc));
+        gw_conn_send_error(c, f->request_id, rc,
+                           rc == SCIMQ_EPROTO_FLAGS
+                               ? "BROADCAST (a control message) needs "
+                                 "session version 4"
+                               : scimq_strerror(rc));
         return;
     }
     /* Durable queues: the PUT_OK comes with the journal (GW_ACT_PUT_OK). */
