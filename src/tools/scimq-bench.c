@@ -81,17 +81,9 @@ struct consumer_arg {
     double *lat_us; /* n latencies, with --latency; else NULL */
 };
 
-/* The producer's PUT time in a message's first 8 bytes (ns, host order:
- * producer and consumer are one process). */
-static uint64_t
-now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
-
+/* With --latency the producer's PUT time (tool_now_ns()) is in a
+ * message's first 8 bytes (host order: producer and consumer are one
+ * process). */
 static void *
 consumer_main(void *p)
 {
@@ -106,7 +98,7 @@ consumer_main(void *p)
             return NULL;
         }
         if (a->lat_us != NULL) {
-            uint64_t t = now_ns(), sent = 0;
+            uint64_t t = tool_now_ns(), sent = 0;
 
             if (m->block_count > 0 && m->blocks[0].len >= sizeof(sent))
                 memcpy(&sent, m->blocks[0].data, sizeof(sent));
@@ -194,7 +186,7 @@ gateway_trial(scimq_client_t *prod, scimq_client_t *cons, const char *queue,
         }
         if (latency) {
             int idx = tool_bufpool_take(&pool);
-            uint64_t t = now_ns();
+            uint64_t t = tool_now_ns();
 
             memcpy(pool.bufs[idx], &t, sizeof(t));
             blk.data = pool.bufs[idx];

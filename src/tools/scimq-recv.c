@@ -39,16 +39,6 @@
 
 #define RECV_NAME "scimq-recv"
 
-/* CLOCK_MONOTONIC in ns: one clock for every process of the machine. */
-static uint64_t
-mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
-
 static void
 usage(FILE *out)
 {
@@ -273,7 +263,7 @@ main(int argc, char **argv)
             break;
         }
         last = tool_now();
-        taken_ns = mono_ns();
+        taken_ns = tool_now_ns();
         is_control = (m->flags & SCIMQ_MESSAGE_CONTROL) != 0;
         if (is_control) {
             control++;
@@ -284,27 +274,23 @@ main(int argc, char **argv)
         if (m->attempt > 1)
             redelivered++;
         b = scimq__synth_block(m->blocks, m->block_count);
-        if ((is_control || tl != NULL) && b != NULL) {
-            /* Verified, but not one of the data's sequence numbers. */
-            uint64_t seq;
-            int vr = scimq__synth_verify(b->data, (size_t) b->len, &seq);
+        if (b != NULL && (verify || tl != NULL)) {
+            uint64_t seq = 0;
+            /* Data is logged before the ack below (the log covers every
+             * ack); a control message is verified, but its number is not
+             * one of the data's sequence numbers. */
+            int vr = verify && !is_control
+                         ? scimq__synth_record(b, &seqs, log_fd, &seq)
+                         : scimq__synth_verify(b->data, (size_t) b->len, &seq);
 
             if (vr == 0)
                 tl_seq = (int64_t) seq;
-            if (is_control && verify && vr == 0)
+            if (!verify) {
+                /* only the timeline's sequence number was wanted */
+            } else if (vr == 0 && is_control) {
                 json_array_append_new(control_seqs,
                                       json_integer((json_int_t) seq));
-            else if (is_control && verify && vr == SCIMQ_EINVAL)
-                not_synthetic++;
-            else if (is_control && verify)
-                corrupt++;
-        }
-        if (verify && b != NULL && !is_control) {
-            uint64_t seq;
-            /* Logged before the ack below: the log covers every ack. */
-            int vr = scimq__synth_record(b, &seqs, log_fd, &seq);
-
-            if (vr == 0) {
+            } else if (vr == 0) {
                 verified++;
             } else if (vr == SCIMQ_EINVAL) {
                 not_synthetic++;
@@ -320,7 +306,7 @@ main(int argc, char **argv)
 
             nanosleep(&ts, NULL);
         }
-        settling_ns = mono_ns(); /* before the gateway can know */
+        settling_ns = tool_now_ns(); /* before the gateway can know */
         if (reject)
             rc = scimq_client_nack(c, m, 1, 0);
         else if (!no_ack)

@@ -83,6 +83,9 @@ void tool_json_print(json_t *obj);
 
 /* Seconds on CLOCK_MONOTONIC. */
 double tool_now(void);
+/* Nanoseconds on CLOCK_MONOTONIC: one clock for every process of the
+ * machine, so times of several tools compare. */
+uint64_t tool_now_ns(void);
 
 /* Parses a count or size argument ("16MiB", "10000"); exits 2 if bad. */
 uint64_t tool_parse_size(const char *tool, const char *flag, const char *arg);
