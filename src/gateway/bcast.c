@@ -7,6 +7,30 @@
 
 #include "bcast.h"
 
+/* A copy of q's control message for consumer c, unless c's session
+ * could not tell a control message from data or c has one already. */
+static void
+copy_for(struct gw_queue *q, struct gw_consumer *c)
+{
+    struct gw_msg *m = q->bc_msg, *copy;
+
+    if (c->session->version < SCIMQ_PROTO_SESSION_VERSION_CONTROL ||
+        c->bc_seq == q->bc_seq)
+        return;
+    copy = gw_xcalloc(1, sizeof(*copy));
+    copy->id = m->id;
+    copy->payload = m->payload; /* m's reference covers the copies */
+    copy->queue = q;
+    copy->attempt = m->attempt;
+    copy->state = GW_MSG_BCAST;
+    gw_heap_node_init(&copy->delay);
+    copy->copy_of = m;
+    copy->copy_for = c;
+    c->bc_seq = q->bc_seq;
+    DL_APPEND(q->bc_pending, copy);
+    q->bc_left++;
+}
+
 void
 gw_bcast_begin(struct gw_queue *q, struct gw_msg *m)
 {
@@ -15,24 +39,18 @@ gw_bcast_begin(struct gw_queue *q, struct gw_msg *m)
     m->state = GW_MSG_BCAST;
     q->bc_msg = m;
     q->bc_left = 0;
+    q->bc_seq++;
     DL_FOREACH2(q->consumers, c, qnext)
     {
-        struct gw_msg *copy;
-
-        if (c->session->version < SCIMQ_PROTO_SESSION_VERSION_CONTROL)
-            continue; /* it could not tell a control message from data */
-        copy = gw_xcalloc(1, sizeof(*copy));
-        copy->id = m->id;
-        copy->payload = m->payload; /* m's reference covers the copies */
-        copy->queue = q;
-        copy->attempt = m->attempt;
-        copy->state = GW_MSG_BCAST;
-        gw_heap_node_init(&copy->delay);
-        copy->copy_of = m;
-        copy->copy_for = c;
-        DL_APPEND(q->bc_pending, copy);
-        q->bc_left++;
+        copy_for(q, c);
     }
+}
+
+void
+gw_bcast_consumer_joined(struct gw_queue *q, struct gw_consumer *c)
+{
+    if (q->bc_msg != NULL)
+        copy_for(q, c);
 }
 
 static bool

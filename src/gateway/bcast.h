@@ -7,8 +7,11 @@
  * - a control message waits at the head of its queue until every message
  *   put before it is settled (nothing leased or delayed is left);
  * - then it goes to every consumer of the queue whose session speaks
- *   version 4 or later, one copy each; consumers of older sessions never
- *   get it, and one that subscribes later does not either;
+ *   version 4 or later, one copy each, and to each one that subscribes
+ *   while copies are still unsettled (so that the consumers of a job that
+ *   start one after the other all get a header already queued);
+ *   consumers of older sessions never get it, and one that subscribes
+ *   once every copy is settled does not either;
  * - messages put after it stay queued until every copy is settled; then
  *   it leaves the queue, acknowledged once.
  *
@@ -43,6 +46,9 @@ gw_bcast_is_control(const struct gw_msg *m)
 /* Starts the broadcast of control message m (off every list now): one
  * copy for each consumer of q whose session speaks version 4. */
 void gw_bcast_begin(struct gw_queue *q, struct gw_msg *m);
+
+/* Consumer c is new on q: a copy for it if q is broadcasting. */
+void gw_bcast_consumer_joined(struct gw_queue *q, struct gw_consumer *c);
 
 /* A waiting copy whose consumer can take it now (credit, a connected
  * stream), taken off the waiting list, or NULL.  Copies larger than their

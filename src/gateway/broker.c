@@ -437,6 +437,7 @@ consumer_get(struct gw_session *s, struct gw_queue *q)
     c->snext = s->consumers;
     s->consumers = c;
     DL_APPEND2(q->consumers, c, qprev, qnext);
+    gw_bcast_consumer_joined(q, c);
     return c;
 }
 

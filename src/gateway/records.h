@@ -170,6 +170,7 @@ struct gw_queue {
     struct gw_msg *bc_msg;     /* the control message being broadcast */
     struct gw_msg *bc_pending; /* its copies waiting for their consumer */
     uint64_t bc_left;          /* its copies not settled yet */
+    uint64_t bc_seq;           /* broadcasts begun (names bc_msg's) */
     struct gw_msg *ready;      /* FIFO (utlist DL) */
     struct gw_msg *delayed;    /* NACK with delay (times in b->delays) */
     struct gw_msg *leased;     /* handed out, unsettled */
@@ -200,6 +201,7 @@ struct gw_consumer {
     uint64_t eos_owed;    /* bit per stream: GET seen, EOS not sent yet */
     uint64_t stream_rid[GW_MAX_STREAMS]; /* most recent GET per stream */
     bool active;                         /* in queue->active */
+    uint64_t bc_seq; /* the queue's broadcast it has a copy of, or 0 */
     struct gw_consumer *snext;           /* session->consumers */
     struct gw_consumer *qprev, *qnext;   /* queue->consumers */
     struct gw_consumer *aprev, *anext;   /* queue->active */

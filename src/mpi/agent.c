@@ -79,6 +79,7 @@
 #include "common/topo.h"
 #include "agent.h"
 #include "backoff.h"
+#include "bcast.h"
 #include "ctrl.h"
 #include "doorbell.h"
 #include "proc.h"
@@ -106,8 +107,12 @@ struct agent_slot {
     uint32_t run;         /* first chunk: chunks the allocation takes */
     uint32_t alloc_gen;   /* names one allocation (see slot_free) */
     scimq_message_t *msg; /* after scimq_client_get() */
-    int rank;             /* assigned to, or -1 */
+    int rank;             /* assigned to, or -1 (and for a control message) */
     uint64_t gen;
+    /* A control message: a copy for every rank (bcast.h), its block table
+     * written once, before the first copy is read. */
+    struct scimq_mpi_bcast *bcast;
+    uint32_t meta_len;
 };
 
 /* A rank's put: its read into the pool, then the put thread's PUT. */
@@ -152,6 +157,10 @@ struct scimq_mpi_agent {
     pthread_mutex_t slot_lock; /* allocated flags: client I/O thread too */
     uint32_t *ready;           /* FIFO of slots got but not assigned */
     uint32_t ready_head, ready_n;
+    /* Control messages whose copies are not all settled, in the order
+     * they came (each rank gets them in that order, before data). */
+    uint32_t *bcasts;
+    uint32_t nbcast;
 
     atomic_bool too_large_logged; /* slot_alloc said EMSGSIZE once */
 
@@ -484,17 +493,116 @@ assign(struct scimq_mpi_agent *a, int rank, uint32_t slot)
     }
 }
 
+/*
+ * Hands rank its copy of the control message in slot: always by reference
+ * (every rank reads the one slot; an inline send would need a header of
+ * its own per rank in the slot).  A copy handed out again (given back)
+ * counts as a later attempt.
+ */
+static void
+assign_copy(struct scimq_mpi_agent *a, int rank, uint32_t slot)
+{
+    struct agent_slot *s = &a->slots[slot];
+    uint8_t *payload = a->pool + (size_t) slot * CHUNK + SCIMQ_MPI_SLOT_META;
+    struct scimq_mpi_ctrl msg;
+    int rc;
+
+    scimq__ctrl_init(&msg, CTRL_MSG, (uint32_t) rank);
+    msg.flags = CTRL_F_BROADCAST;
+    msg.slot = slot;
+    msg.gen = s->gen;
+    msg.meta_len = s->meta_len;
+    msg.payload_len = s->msg->payload_len;
+    msg.msg_id = s->msg->msg_id;
+    msg.attempt = s->msg->attempt + scimq__bcast_sent(s->bcast, rank);
+    msg.raddr = scimq__fabric_remote_addr(&a->fab, &a->pool_mr,
+                                          payload - s->meta_len);
+    msg.key = a->pool_mr.key;
+    a->want[rank]--;
+    a->assigned[rank]++;
+    rc = send_ctrl(a, rank, &msg);
+    if (rc != 0 && scimq__bcast_held(s->bcast, rank)) {
+        /* Not found dead meanwhile: offered again on the next turn. */
+        SCIMQ_LOG_ERROR(MPI, "agent: cannot send to rank %d: %s", rank,
+                        scimq_strerror(rc));
+        scimq__bcast_unsent(s->bcast, rank);
+        a->want[rank]++;
+        a->assigned[rank]--;
+    }
+}
+
+/* Every copy of the control message in slot is settled: settles it with
+ * the gateway (bcast.h says how) and frees its slot. */
+static void
+bcast_finish(struct scimq_mpi_agent *a, uint32_t slot,
+             enum scimq_bcast_outcome how)
+{
+    struct agent_slot *s = &a->slots[slot];
+    static const int to_src[] = {
+        [SCIMQ_BCAST_ACK] = SCIMQ_SRC_ACK,
+        [SCIMQ_BCAST_REJECT] = SCIMQ_SRC_DEADLETTER,
+        [SCIMQ_BCAST_GIVE_BACK] = SCIMQ_SRC_REQUEUE,
+    };
+    uint32_t i = 0;
+
+    if (how == SCIMQ_BCAST_PENDING)
+        return;
+    while (i < a->nbcast && a->bcasts[i] != slot)
+        i++;
+    if (i < a->nbcast) {
+        memmove(&a->bcasts[i], &a->bcasts[i + 1],
+                (a->nbcast - i - 1) * sizeof(a->bcasts[0]));
+        a->nbcast--;
+    }
+    slot_free(a, slot);
+    (void) a->src_ops->settle(a->src, s->msg, to_src[how]);
+    a->src_ops->free(a->src, s->msg);
+    scimq__bcast_destroy(s->bcast);
+    s->bcast = NULL;
+    s->msg = NULL;
+}
+
+/* Rank settled its copy of the control message in slot (DONE or NACK). */
+static void
+settle_copy(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c)
+{
+    struct agent_slot *s = &a->slots[c->slot];
+    enum scimq_bcast_settle how = SCIMQ_BCAST_DONE;
+
+    if (s->gen != c->gen || !scimq__bcast_held(s->bcast, (int) c->rank))
+        return; /* stale */
+    a->assigned[c->rank]--;
+    if (c->type == CTRL_NACK)
+        how = (c->flags & CTRL_F_REQUEUE) ? SCIMQ_BCAST_REQUEUE
+                                          : SCIMQ_BCAST_REJECTED;
+    bcast_finish(a, c->slot, scimq__bcast_settle(s->bcast, (int) c->rank, how));
+}
+
+/* Whether rank holds the message in slot under generation gen. */
+static bool
+holds(const struct scimq_mpi_agent *a, int rank, uint32_t slot, uint64_t gen)
+{
+    const struct agent_slot *s = &a->slots[slot];
+
+    if (s->msg == NULL || s->gen != gen)
+        return false;
+    return s->bcast != NULL ? scimq__bcast_held(s->bcast, rank)
+                            : s->rank == rank;
+}
+
 /* Settles the message in slot on behalf of rank (DONE or NACK). */
 static void
 settle(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c)
 {
     struct agent_slot *s;
 
-    if (c->slot >= a->nslots)
-        return;
-    s = &a->slots[c->slot];
-    if (s->msg == NULL || s->rank != (int) c->rank || s->gen != c->gen)
+    if (c->slot >= a->nslots || !holds(a, (int) c->rank, c->slot, c->gen))
         return; /* stale: the slot moved on */
+    s = &a->slots[c->slot];
+    if (s->bcast != NULL) {
+        settle_copy(a, c);
+        return;
+    }
     slot_free(a, c->slot);
     a->assigned[c->rank]--;
     /* REPORT: per-rank acks and service time (report.c) */
@@ -533,6 +641,18 @@ rank_gone(struct scimq_mpi_agent *a, int rank, const char *why)
             s->rank = -1;
             n++;
         }
+    }
+    /* Its copies of control messages: settled for it (backwards: a
+     * finished one leaves the list). */
+    for (uint32_t i = a->nbcast; i-- > 0;) {
+        uint32_t slot = a->bcasts[i];
+        bool held;
+        enum scimq_bcast_outcome how =
+            scimq__bcast_gone(a->slots[slot].bcast, rank, &held);
+
+        if (held)
+            a->assigned[rank]--;
+        bcast_finish(a, slot, how);
     }
     if (why != NULL && !a->gone[rank])
         SCIMQ_LOG_WARN(MPI,
@@ -608,9 +728,7 @@ handle_ctrl(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c,
             credit(a, (int) c->rank);
         break;
     case CTRL_EXTEND:
-        if (a->slots[c->slot].msg != NULL &&
-            a->slots[c->slot].rank == (int) c->rank &&
-            a->slots[c->slot].gen == c->gen)
+        if (holds(a, (int) c->rank, c->slot, c->gen))
             (void) a->src_ops->extend(a->src, a->slots[c->slot].msg,
                                       c->lease_ms);
         break;
@@ -818,7 +936,36 @@ put_finish(struct scimq_mpi_agent *a)
     }
 }
 
-/* Takes what the client has received into the ready FIFO. */
+/*
+ * A control message arrived in slot: a copy for every rank that is still
+ * here.  The gateway hands it out only once everything put before it is
+ * settled, and holds what was put after it until this agent settles it,
+ * so it is in order with the data by construction.
+ */
+static void
+fetch_control(struct scimq_mpi_agent *a, uint32_t slot)
+{
+    struct agent_slot *s = &a->slots[slot];
+
+    s->bcast = scimq__bcast_create(a->nranks, a->gone);
+    if (s->bcast == NULL) {
+        SCIMQ_LOG_ERROR(MPI, "agent: out of memory for a control message: "
+                             "given back to the gateway");
+        slot_free(a, slot);
+        (void) a->src_ops->settle(a->src, s->msg, SCIMQ_SRC_REQUEUE);
+        a->src_ops->free(a->src, s->msg);
+        s->msg = NULL;
+        return;
+    }
+    s->meta_len = write_meta(a, slot, s->msg);
+    s->gen++;
+    a->bcasts[a->nbcast++] = slot;
+    /* Every rank has left already: nobody to give it to. */
+    bcast_finish(a, slot, scimq__bcast_outcome(s->bcast));
+}
+
+/* Takes what the client has received into the ready FIFO (control
+ * messages into the list of broadcasts). */
 static void
 fetch(struct scimq_mpi_agent *a)
 {
@@ -842,18 +989,49 @@ fetch(struct scimq_mpi_agent *a)
         slot = ctx_slot(m->payload_ctx);
         a->slots[slot].msg = m;
         a->slots[slot].rank = -1;
+        if (m->flags & SCIMQ_MESSAGE_CONTROL) {
+            fetch_control(a, slot);
+            continue;
+        }
         a->ready[(a->ready_head + a->ready_n) % a->nslots] = slot;
         a->ready_n++;
     }
 }
 
-/* Hands ready messages to waiting ranks, round robin; EOS or errors to
- * waiting ranks once nothing is left. */
+/* Whether a copy of a control message waits for rank (it comes before
+ * any data and before the end of the stream). */
+static bool
+copies_to_send(const struct scimq_mpi_agent *a, int rank)
+{
+    for (uint32_t i = 0; i < a->nbcast; i++)
+        if (scimq__bcast_to_send(a->slots[a->bcasts[i]].bcast, rank))
+            return true;
+    return false;
+}
+
+/* Hands control messages to every rank, and ready messages to waiting
+ * ranks, round robin; EOS or errors to waiting ranks once nothing is
+ * left. */
 static bool
 dispatch(struct scimq_mpi_agent *a)
 {
     bool did = false, more = true;
 
+    /* Control messages first: each rank gets its copies, in order, with
+     * the credits it has. */
+    for (uint32_t i = 0; i < a->nbcast; i++) {
+        uint32_t slot = a->bcasts[i];
+
+        /* A failed send may find a rank dead, and that may finish this
+         * message: it is looked up again each time. */
+        for (int r = 0; r < a->nranks && a->slots[slot].bcast != NULL; r++) {
+            if (a->want[r] == 0 || a->gone[r] ||
+                !scimq__bcast_to_send(a->slots[slot].bcast, r))
+                continue;
+            assign_copy(a, r, slot);
+            did = true;
+        }
+    }
     /* Round robin, one message per rank and pass, so that credits of
      * several messages do not let one rank take the whole FIFO. */
     while (more && a->ready_n > 0) {
@@ -862,7 +1040,7 @@ dispatch(struct scimq_mpi_agent *a)
             int r = (a->rr + k) % a->nranks;
             uint32_t slot;
 
-            if (a->want[r] == 0 || a->gone[r])
+            if (a->want[r] == 0 || a->gone[r] || copies_to_send(a, r))
                 continue;
             slot = a->ready[a->ready_head];
             a->ready_head = (a->ready_head + 1) % a->nslots;
@@ -876,7 +1054,7 @@ dispatch(struct scimq_mpi_agent *a)
         for (int r = 0; r < a->nranks; r++) {
             struct scimq_mpi_ctrl c;
 
-            if (a->want[r] == 0 || a->gone[r])
+            if (a->want[r] == 0 || a->gone[r] || copies_to_send(a, r))
                 continue;
             scimq__ctrl_init(&c, a->error ? CTRL_ERR : CTRL_EOS, (uint32_t) r);
             c.code = a->error;
@@ -1108,7 +1286,8 @@ agent_size(void *arg, uint64_t gateway_max, struct scimq_mpi_source_credit *cr)
         a->pool[off] = 0;
     a->slots = calloc(a->nslots, sizeof(*a->slots));
     a->ready = calloc(a->nslots, sizeof(*a->ready));
-    if (a->slots == NULL || a->ready == NULL)
+    a->bcasts = calloc(a->nslots, sizeof(*a->bcasts));
+    if (a->slots == NULL || a->ready == NULL || a->bcasts == NULL)
         return SCIMQ_ENOMEM;
     for (uint32_t i = 0; i < a->nslots; i++)
         a->slots[i].rank = -1;
@@ -1323,6 +1502,7 @@ scimq__agent_destroy(struct scimq_mpi_agent *a)
                 a->src_ops->free(a->src, a->slots[i].msg);
                 a->slots[i].msg = NULL;
             }
+            scimq__bcast_destroy(a->slots[i].bcast);
         }
         a->src_ops->close(a->src);
     }
@@ -1342,6 +1522,7 @@ scimq__agent_destroy(struct scimq_mpi_agent *a)
         munmap(a->pool, a->pool_len);
     free(a->slots);
     free(a->ready);
+    free(a->bcasts);
     free(a->rank_fa);
     free(a->rank_pid);
     free(a->want);

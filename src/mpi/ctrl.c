@@ -53,7 +53,7 @@ static const struct type_rule rules[] = {
     [CTRL_NACK] = {true, CTRL_F_WANT | CTRL_F_REQUEUE, F_SLOT},
     [CTRL_EXTEND] = {true, 0, F_SLOT | F_LEASE},
     [CTRL_BYE] = {true, CTRL_F_DONE, F_SLOT},
-    [CTRL_MSG] = {false, 0, F_SLOT | F_MSG},
+    [CTRL_MSG] = {false, CTRL_F_BROADCAST, F_SLOT | F_MSG},
     [CTRL_EOS] = {false, 0, 0},
     [CTRL_ERR] = {false, 0, F_CODE},
     [CTRL_PUT] = {true, 0, F_SLOT | F_MSG},
@@ -122,6 +122,9 @@ scimq__ctrl_check(const struct scimq_mpi_ctrl *c, size_t len, bool to_agent)
             ((uint64_t) c->inline_len != c->meta_len + c->payload_len ||
              c->raddr != 0 || c->key != 0))
             return SCIMQ_EPROTO_LENGTHS;
+        /* A control message's copies are read from one slot. */
+        if ((c->flags & CTRL_F_BROADCAST) && c->inline_len != 0)
+            return SCIMQ_EPROTO_FLAGS;
         return 0;
     default:
         return 0;

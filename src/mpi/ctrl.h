@@ -9,7 +9,9 @@
  *   agent -> rank   MSG slot,gen,... a message: inline (block table and
  *                                    payload follow the header in the same
  *                                    libfabric message) or by reference
- *                                    (the rank reads it at raddr/key)
+ *                                    (the rank reads it at raddr/key);
+ *                   (+BROADCAST flag: a copy of a control message, which
+ *                                    every rank gets)
  *   rank  -> agent  DONE slot,gen    processed: ack it to the gateway
  *                   (+WANT flag: and one credit more)
  *   rank  -> agent  NACK / EXTEND    give back / keep the lease alive
@@ -43,7 +45,7 @@
 
 #define SCIMQ_MPI_CTRL_MAGIC 0x53514d43u /* "SQMC" */
 /* Bumped on any change of the header or of its rules. */
-#define SCIMQ_MPI_CTRL_VERSION 3u
+#define SCIMQ_MPI_CTRL_VERSION 4u
 /* Room for the block table (and an inline header) before each payload. */
 #define SCIMQ_MPI_SLOT_META 4096u
 /* Blocks per message the runtime hands to ranks. */
@@ -73,6 +75,9 @@ enum scimq_mpi_ctrl_type {
 /* BYE: the message in hand (slot, gen) is done: acknowledged before the
  * rest is given back (one message, so the two cannot cross). */
 #define CTRL_F_DONE (1u << 2)
+/* MSG: a control message (SCIMQ_MESSAGE_CONTROL), of which every rank gets
+ * a copy (bcast.h); always by reference. */
+#define CTRL_F_BROADCAST (1u << 3)
 
 /* Host layout: agent and ranks are one build on one kind of machine, and
  * the version and header length say so on every message. */

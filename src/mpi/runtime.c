@@ -12,6 +12,8 @@
 
 #include <inttypes.h>
 #include <sched.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +250,14 @@ agree(MPI_Comm comm, int rc)
 /* next                                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* flags took what was padding before it: on LP64 the struct keeps its
+ * size and every offset, so programs built before it still run. */
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(sizeof(scimq_mpi_msg_t) == 56 &&
+                   offsetof(scimq_mpi_msg_t, handle) == 48,
+               "scimq_mpi_msg_t changed its layout");
+#endif
+
 /* Parses the block table that precedes the payload in the buffer. */
 static int
 meta_parse(scimq_mpi_t *ctx, const struct scimq_mpi_ready *r,
@@ -292,6 +302,7 @@ meta_parse(scimq_mpi_t *ctx, const struct scimq_mpi_ready *r,
     out->blocks = ctx->blocks;
     out->msg_id = r->m.msg_id;
     out->attempt = r->m.attempt;
+    out->flags = (r->m.flags & CTRL_F_BROADCAST) ? SCIMQ_MPI_MSG_CONTROL : 0;
     out->handle = ((uint64_t) r->m.slot << 48) ^ r->m.gen;
     return 0;
 }

@@ -13,6 +13,14 @@
  * processed), and rank 0 writes the union to FILE at the end.  Rank 0
  * prints one JSON line: messages and bytes per rank, lost, duplicates,
  * corrupt.
+ *
+ * Control messages (SCIMQ_MPI_MSG_CONTROL: every rank gets each one) are
+ * counted apart, per rank: "control" in per_rank, and (with --verify,
+ * for synthetic ones) "control_seqs", their sequence numbers in the order
+ * they came, with "control_after", how many data messages the rank had
+ * processed before each; they are not messages for --expect, lost or
+ * duplicates, and stay out of --seq-log.  --control-ms sets the work per
+ * control message (default: --process-ms).
  */
 #include "config.h"
 
@@ -51,10 +59,14 @@ on_stop(int sig)
     scimq_mpi_stop(); /* async-signal-safe: next() returns SCIMQ_ESTOPPED */
 }
 
+/* Control messages whose sequence numbers a rank reports. */
+#define CONTROL_MAX 16
+
 struct rank_stats {
     uint64_t messages, bytes, verified, corrupt, not_synthetic, redelivered;
     double busy_s;
     int node, nodes; /* this rank's agent, how many agents */
+    uint64_t control, control_seq[CONTROL_MAX], control_after[CONTROL_MAX];
 };
 
 static void
@@ -69,6 +81,7 @@ usage(FILE *out)
             "  --expect N               count losses against 0..N-1\n"
             "  --seq-log FILE           per-rank FILE.<rank>, union in FILE\n"
             "  --process-ms MS          simulated work per message\n"
+            "  --control-ms MS          per control message (--process-ms)\n"
             "  --slow-ranks LIST        ranks that work --slow-factor times "
             "longer\n"
             "  --slow-factor F          (5)\n"
@@ -94,6 +107,32 @@ in_list(const char *list, int rank)
     return found;
 }
 
+/* One rank's entry of per_rank. */
+static json_t *
+rank_json(const struct rank_stats *st, int rank, bool verify)
+{
+    json_t *o = json_pack("{s:i, s:i, s:I, s:I, s:f, s:I}", "rank", rank,
+                          "node", st->node, "messages",
+                          (json_int_t) st->messages, "bytes",
+                          (json_int_t) st->bytes, "busy_s", st->busy_s,
+                          "control", (json_int_t) st->control);
+
+    if (verify) {
+        json_t *seqs = json_array(), *after = json_array();
+        uint64_t n = st->control < CONTROL_MAX ? st->control : CONTROL_MAX;
+
+        for (uint64_t i = 0; i < n; i++) {
+            json_array_append_new(seqs,
+                                  json_integer((json_int_t) st->control_seq[i]));
+            json_array_append_new(
+                after, json_integer((json_int_t) st->control_after[i]));
+        }
+        json_object_set_new(o, "control_seqs", seqs);
+        json_object_set_new(o, "control_after", after);
+    }
+    return o;
+}
+
 static double
 now_s(void)
 {
@@ -101,6 +140,21 @@ now_s(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
+}
+
+/* Simulated work: sleeps ms milliseconds, adding the time to *busy_s. */
+static void
+do_work(double ms, double *busy_s)
+{
+    double t = now_s();
+    struct timespec ts = {
+        (time_t) (ms / 1000),
+        (long) ((ms - 1000 * (double) (time_t) (ms / 1000)) * 1e6)};
+
+    if (ms <= 0)
+        return;
+    nanosleep(&ts, NULL);
+    *busy_s += now_s() - t;
 }
 
 int
@@ -114,6 +168,7 @@ main(int argc, char **argv)
         {"expect", required_argument, NULL, 'x'},
         {"seq-log", required_argument, NULL, 'l'},
         {"process-ms", required_argument, NULL, 'p'},
+        {"control-ms", required_argument, NULL, 'c'},
         {"slow-ranks", required_argument, NULL, 'S'},
         {"slow-factor", required_argument, NULL, 'F'},
         {"provider", required_argument, NULL, 'P'},
@@ -128,7 +183,8 @@ main(int argc, char **argv)
     const char *url = NULL, *queue = NULL, *seq_log = NULL, *slow = NULL;
     bool verify = false;
     uint64_t expect = 0, process_ms = 0, *mine = NULL, nmine = 0, cap = 0;
-    double factor = 5, t0, t1, work_ms;
+    int64_t control_ms = -1;
+    double factor = 5, t0, t1, work_ms, control_work_ms;
     int rank, size, ch, rc, log_fd = -1, final_rc = 0;
 
     MPI_Init(&argc, &argv);
@@ -156,6 +212,9 @@ main(int argc, char **argv)
             break;
         case 'p':
             process_ms = strtoull(optarg, NULL, 10);
+            break;
+        case 'c':
+            control_ms = (int64_t) strtoull(optarg, NULL, 10);
             break;
         case 'S':
             slow = optarg;
@@ -198,6 +257,9 @@ main(int argc, char **argv)
             fprintf(stderr, NAME ": %s: %s\n", path, strerror(errno));
     }
     work_ms = (double) process_ms * (in_list(slow, rank) ? factor : 1.0);
+    control_work_ms = control_ms < 0 ? work_ms
+                                     : (double) control_ms *
+                                           (in_list(slow, rank) ? factor : 1.0);
 
     /* Before scimq_mpi_init: a stop that comes while it starts is kept
      * (scimq_mpi_stop() holds until the first next()), and the runtime
@@ -252,11 +314,28 @@ main(int argc, char **argv)
             final_rc = 1;
             break;
         }
+        b = scimq__synth_block(m.blocks, m.block_count);
+        if (m.flags & SCIMQ_MPI_MSG_CONTROL) {
+            uint64_t seq;
+
+            if (verify && b != NULL) {
+                if (scimq__synth_verify(b->data, b->len, &seq) != 0) {
+                    st.corrupt++;
+                } else if (st.control < CONTROL_MAX) {
+                    st.control_seq[st.control] = seq;
+                    st.control_after[st.control] = st.messages;
+                }
+            }
+            st.control++;
+            if (stop_requested)
+                break;
+            do_work(control_work_ms, &st.busy_s);
+            continue;
+        }
         st.messages++;
         st.bytes += m.len;
         if (m.attempt > 1)
             st.redelivered++;
-        b = scimq__synth_block(m.blocks, m.block_count);
         if (verify && b != NULL) {
             uint64_t seq;
             /* Logged before the ack (the next call): nothing processed
@@ -278,16 +357,7 @@ main(int argc, char **argv)
         }
         if (stop_requested)
             break; /* this one is processed: finalize acknowledges it */
-        if (work_ms > 0) {
-            double t = now_s();
-            struct timespec ts = {
-                (time_t) (work_ms / 1000),
-                (long) ((work_ms - 1000 * (double) (time_t) (work_ms / 1000)) *
-                        1e6)};
-
-            nanosleep(&ts, NULL);
-            st.busy_s += now_s() - t;
-        }
+        do_work(work_ms, &st.busy_s);
     }
     t1 = now_s();
     if (log_fd >= 0)
@@ -340,12 +410,7 @@ main(int argc, char **argv)
                 verified += all[r].verified;
                 corrupt += all[r].corrupt;
                 redel += all[r].redelivered;
-                json_array_append_new(
-                    per, json_pack("{s:i, s:i, s:I, s:I, s:f}", "rank", r,
-                                   "node", all[r].node, "messages",
-                                   (json_int_t) all[r].messages, "bytes",
-                                   (json_int_t) all[r].bytes, "busy_s",
-                                   all[r].busy_s));
+                json_array_append_new(per, rank_json(&all[r], r, verify));
             }
             if (seq_log != NULL && (fp = fopen(seq_log, "w")) != NULL) {
                 for (uint64_t s = 0; s < u.max_plus1; s++)

@@ -9,7 +9,9 @@
 #     began to be settled, and no copy is taken before every data message
 #     put before it did (CLOCK_MONOTONIC timelines of the consumers);
 #  2. a consumer of session version 3 next to one of version 4: it never
-#     sees the control message, data still flows to both;
+#     sees the control message, data still flows to both; a consumer that
+#     subscribes while a copy is unsettled gets one, one that subscribes
+#     after every copy was settled does not;
 #  3. BROADCAST on a session of version 3 is refused: by the library
 #     (SCIMQ_ENOTSUP) and, from a raw peer, by the gateway (ERROR
 #     SCIMQ_EPROTO_FLAGS, the connection stays usable);
@@ -141,6 +143,45 @@ sort -n "$workdir/old.seq" "$workdir/new.seq" > "$workdir/got.seq"
 cmp -s "$workdir/want.seq" "$workdir/got.seq" ||
     fail "mix: data sequence numbers not each of 0..49, 51..100 exactly once"
 ok "mix: each data message exactly once"
+
+# ---------------------------------------------------------------------------
+# 2b. A consumer that subscribes while a copy is still unsettled gets one
+#     too (the agents of an MPI job start one after the other); one that
+#     subscribes once every copy is settled does not.
+"$bindir/scimqctl" queue create late --guaranteed > /dev/null || fail "create late"
+lq='.queues[] | select(.name == "late")'
+hold_ms=$((3000 * mult))
+bounded 120 "$bindir/scimq-recv" --queue late --verify --until-eos \
+    --process-ms "$hold_ms" > "$workdir/early.json" 2> "$workdir/early.err" &
+track $!
+pid_early=$!
+wait_until 30 "one consumer on late" consumers_eq late 1
+send late 0 1 --control
+wait_until 30 "the control message handed to the first consumer" \
+    stat_eq "$lq | .counters.delivered" 1
+start_consumer joined late
+wait_until 30 "two consumers on late" consumers_eq late 2
+# The first consumer still holds its copy ($hold_ms ms): the second gets
+# one as it subscribes.
+wait_until 30 "a copy for the consumer that joined" \
+    stat_eq "$lq | .counters.delivered" 2
+wait_until 60 "the control message settled" stat_eq "$lq | .counters.acked" 1
+start_consumer after late
+wait_until 30 "three consumers on late" consumers_eq late 3
+send late 1 10 --close
+wait "$pid_early" || fail "consumer early: $(cat "$workdir/early.err")"
+wait_consumer joined
+wait_consumer after
+expect_eq "late: the first consumer's control" 0 \
+    "$(json_get "$workdir/early.json" '.control_seqs | map(tostring) | join(",")')"
+expect_eq "late: the joined consumer's control" 0 \
+    "$(json_get "$workdir/joined.json" '.control_seqs | map(tostring) | join(",")')"
+expect_eq "late: a consumer after the settlement: no control" 0 \
+    "$(json_get "$workdir/after.json" .control)"
+expect_eq "late: data delivered" 10 \
+    "$(( $(json_get "$workdir/early.json" .messages) + $(json_get "$workdir/joined.json" .messages) + $(json_get "$workdir/after.json" .messages) ))"
+expect_eq "late: acknowledged (the control message once)" 11 \
+    "$(gw_stat "$lq | .counters.acked")"
 
 # ---------------------------------------------------------------------------
 # 3. BROADCAST below session version 4: refused.

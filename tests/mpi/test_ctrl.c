@@ -192,6 +192,20 @@ main(void)
     expect("code on MSG", scimq__ctrl_check(&m, n, false),
            SCIMQ_EPROTO_RESERVED);
 
+    /* A copy of a control message: BROADCAST on MSG only, by reference. */
+    m = msg_ref();
+    m.flags = CTRL_F_BROADCAST;
+    expect("MSG+BROADCAST", scimq__ctrl_check(&m, n, false), 0);
+    m.payload_len = 1000;
+    m.raddr = m.key = 0;
+    m.inline_len = 1020;
+    expect("inline MSG+BROADCAST", scimq__ctrl_check(&m, n + 1020, false),
+           SCIMQ_EPROTO_FLAGS);
+    m = c; /* DONE */
+    m.flags = CTRL_F_BROADCAST;
+    expect("BROADCAST on DONE", scimq__ctrl_check(&m, n, true),
+           SCIMQ_EPROTO_FLAGS);
+
     printf("%d checks, %d failed\n", checks, failures);
     return failures == 0 ? 0 : 1;
 }

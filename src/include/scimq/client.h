@@ -222,9 +222,10 @@ SCIMQ_EXPORT int scimq_client_put(scimq_client_t *c, const char *queue,
  * of the queue (and of each queue bound to it) whose session speaks
  * version 4, once every message put before it is settled, and holds the
  * messages put after it until every consumer has settled its copy.
- * Consumers of older sessions never see it; one that subscribes after it
- * was handed out does not get it.  Received, it has SCIMQ_MESSAGE_CONTROL
- * in scimq_message_t.flags.
+ * Consumers of older sessions never see it; one that subscribes while
+ * copies are still unsettled gets one too, one that subscribes after every
+ * copy was settled does not.  Received, it has SCIMQ_MESSAGE_CONTROL in
+ * scimq_message_t.flags.
  */
 #define SCIMQ_PUT_CONTROL (1ULL << 0)
 
@@ -287,8 +288,7 @@ SCIMQ_EXPORT int scimq_client_subscribe(scimq_client_t *c, const char *queue,
  * message is not left for another consumer that could take it.  The
  * first one per queue is logged as an error.
  *
- *
-eturn 0; SCIMQ_ENOENT (version 2, subscribed, no such queue);
+ * \return 0; SCIMQ_ENOENT (version 2, subscribed, no such queue);
  *         SCIMQ_EINVAL; SCIMQ_ENOMEM; SCIMQ_ECONNRESET; SCIMQ_ECANCELED.
  */
 SCIMQ_EXPORT int scimq_client_limit(scimq_client_t *c, const char *queue,

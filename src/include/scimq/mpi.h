@@ -113,8 +113,22 @@ typedef struct scimq_mpi_msg {
     const scimq_block_t *blocks; /**< names and data of each block */
     uint64_t msg_id;             /**< the gateway's message id */
     uint32_t attempt;            /**< 1 on first delivery */
+    uint32_t flags;              /**< SCIMQ_MPI_MSG_* */
     uint64_t handle;             /**< private: names the delivery */
 } scimq_mpi_msg_t;
+
+/**
+ * scimq_mpi_msg_t.flags: a control message (put with SCIMQ_PUT_CONTROL:
+ * a run header, an end of series).  Every rank of the job gets it, in
+ * order with the data: after every message put before it has been
+ * processed and acknowledged, and before any message put after it, which
+ * the gateway holds until every rank has settled its copy.  It is
+ * acknowledged to the gateway once, when every rank has acknowledged its
+ * copy (next() or ack(), as for data).  nack() with requeue gives the
+ * copy again to the same rank (a later attempt); without requeue the rank
+ * refuses its copy.  A rank that stops, leaves or dies is not waited for.
+ */
+#define SCIMQ_MPI_MSG_CONTROL (1u << 0)
 
 /**
  * Starts consuming a queue with the ranks of comm.  Collective over comm.
