@@ -10,9 +10,13 @@
  *              [--size WxH] [--format u16|f32] [--rate FPS] [--seed S]
  *              [--flow vortex|shear] [--max-disp PX] [--core FRACTION]
  *              [--density PPP] [--diameter PX] [--noise COUNTS]
- *              [--streams K] [--close]
+ *              [--window N] [--overlap PERCENT] [--streams K] [--close]
  *
  * Default: 2048x2048 uint16 pixels, two images: 16 MiB per message.
+ * The pairs are framed by a run header (image size and format, and the
+ * interrogation window and overlap the run is to be processed with,
+ * --window 32 --overlap 50) and an end of series (the number of pairs),
+ * sent as control messages, which every rank of piv-process gets.
  * The displacement of a particle is evaluated at its mid-path position
  * (xb = xa + U((xa + xb) / 2), solved by fixed-point iteration): the
  * convention of central-difference PIV, which measures U at the window
@@ -99,7 +103,27 @@ usage(FILE *f)
                "[--flow vortex|shear]\n"
                "       [--max-disp PX] [--core FRACTION] [--density PPP] "
                "[--diameter PX]\n"
-               "       [--noise COUNTS] [--streams K] [--close]\n");
+               "       [--noise COUNTS] [--window N] [--overlap PERCENT]\n"
+               "       [--streams K] [--close]\n");
+}
+
+/* Sends a run header or end as a control message; 1 when sent, 0 when the
+ * gateway cannot take control messages (older than SciMP 1.2: the run
+ * goes without them, piv-process then uses its own settings). */
+static int
+send_run(scimq_client_t *c, const char *queue, const struct piv_run *run)
+{
+    scimq_block_t block = {"run", run, sizeof *run};
+    int rc =
+        scimq_client_put_flags(c, queue, &block, 1, SCIMQ_PUT_CONTROL, NULL, NULL);
+
+    if (rc != 0)
+        fprintf(stderr,
+                "piv-camera: %s of the run not sent (%s): piv-process "
+                "uses its own window settings\n",
+                run->kind == PIV_RUN_HEADER ? "header" : "end",
+                scimq_strerror(rc));
+    return rc == 0;
 }
 
 int
@@ -108,7 +132,7 @@ main(int argc, char **argv)
     const char *url = getenv("SCIMQ_URL"), *queue = "piv.frames";
     long frames = 10;
     int w = 2048, h = 2048, pixfmt = PIV_U16, flow = PIV_FLOW_VORTEX;
-    int streams = 1, do_close = 0;
+    int streams = 1, do_close = 0, window = 32, overlap_pct = 50;
     double rate = 0, max_disp = 4.0, core = 0.2, density = 0.02;
     double diameter = 3.0, noise = 10.0, peak = 1000.0;
     uint64_t seed = 1;
@@ -126,6 +150,8 @@ main(int argc, char **argv)
         {"density", required_argument, NULL, 'p'},
         {"diameter", required_argument, NULL, 'd'},
         {"noise", required_argument, NULL, 'N'},
+        {"window", required_argument, NULL, 'w'},
+        {"overlap", required_argument, NULL, 'o'},
         {"streams", required_argument, NULL, 'k'},
         {"close", no_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},
@@ -191,6 +217,12 @@ main(int argc, char **argv)
         case 'N':
             noise = strtod(optarg, NULL);
             break;
+        case 'w':
+            window = atoi(optarg);
+            break;
+        case 'o':
+            overlap_pct = atoi(optarg);
+            break;
         case 'k':
             streams = atoi(optarg);
             break;
@@ -211,6 +243,12 @@ main(int argc, char **argv)
     }
     if (frames < 1 || streams < 1 || core <= 0 || diameter <= 0) {
         usage(stderr);
+        return 2;
+    }
+    if (window < 8 || (window & (window - 1)) != 0 || window > w ||
+        window > h || overlap_pct < 0 || overlap_pct > 90) {
+        fprintf(stderr, "piv-camera: --window a power of two >= 8 and at "
+                        "most the image side, --overlap 0..90\n");
         return 2;
     }
 
@@ -239,6 +277,15 @@ main(int argc, char **argv)
     long nparticles = lround(density * (w + 2 * margin) * (h + 2 * margin));
     rng_state = seed;
 
+    struct piv_run run = {.magic = PIV_RUN_MAGIC,
+                          .kind = PIV_RUN_HEADER,
+                          .seed = seed,
+                          .width = (uint32_t) w,
+                          .height = (uint32_t) h,
+                          .pixfmt = (uint32_t) pixfmt,
+                          .window = (uint32_t) window,
+                          .overlap_pct = (uint32_t) overlap_pct};
+    int control = send_run(c, queue, &run);
     uint64_t t0 = piv_now_ns(), bytes = 0;
     long sent = 0;
     for (long f = 0; f < frames; f++) {
@@ -319,6 +366,11 @@ main(int argc, char **argv)
         bytes += sizeof m + 2 * npix * psize;
     }
     double secs = (piv_now_ns() - t0) / 1e9;
+    if (rc == 0 && control > 0) {
+        run.kind = PIV_RUN_END;
+        run.frames = (uint64_t) sent;
+        control += send_run(c, queue, &run);
+    }
     if (rc == 0 && do_close) {
         rc = scimq_client_queue_close(c, queue);
         if (rc != 0)
@@ -331,10 +383,10 @@ main(int argc, char **argv)
     printf("{\"frames\": %ld, \"bytes\": %" PRIu64
            ", \"message_bytes\": %zu, \"width\": %d, \"height\": %d, "
            "\"particles\": %ld, \"seconds\": %.3f, \"fps\": %.2f, "
-           "\"MiB_per_s\": %.1f}\n",
+           "\"MiB_per_s\": %.1f, \"control\": %d}\n",
            sent, bytes, sizeof(struct piv_meta) + 2 * npix * psize, w, h,
            nparticles, secs, secs > 0 ? sent / secs : 0.0,
-           secs > 0 ? bytes / secs / 1048576.0 : 0.0);
+           secs > 0 ? bytes / secs / 1048576.0 : 0.0, control);
     free(fa);
     free(fb);
     free(pa);

@@ -10,18 +10,26 @@
  * pass-2 field).  The field goes back upstream with scimq_mpi_put() to the
  * results queue, with the frame's meta block (its capture time).
  *
+ * A run header (a control message from piv-camera, which every rank gets
+ * before the run's first pair) sets the window and overlap for the run and
+ * the image size its pairs must have; --window and --overlap serve for
+ * pairs without one.  The end of series (after the run's last pair) says
+ * how many pairs the run had.
+ *
  *   SCIMQ_URL=scimq://gw:7470 SCIMQ_QUEUE=piv.frames \
  *   SCIMQ_MPI_MAX_MESSAGE=17MiB mpirun -n 8 piv-process \
  *       [--results-queue piv.results] [--window 32] [--overlap 50]
  *       [--passes 1|2|3]
  *
- * Rank 0 ends with one JSON line: frames per rank, compute time.
+ * Rank 0 ends with one JSON line: frames per rank, compute time, run
+ * headers and ends seen (over all ranks), the pairs the run had.
  */
 #include "config.h"
 
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +79,58 @@ piv_teardown(struct piv *p)
     fftwf_free(p->corr);
     fftwf_free(p->fa);
     fftwf_free(p->fb);
+}
+
+/* What the current run's header said (or the command line). */
+struct run_settings {
+    int window, overlap_pct, step;
+    bool header; /* a header came: width, height and pixfmt hold */
+    uint32_t width, height, pixfmt;
+};
+
+/*
+ * A control message of the camera: a run header (new settings, FFTW plans
+ * for a new window size) or its end (*frames_p: the pairs it had).
+ * Returns 0, or -1 for a message that is neither (the caller rejects it).
+ */
+static int
+run_message(const scimq_mpi_msg_t *msg, int rank, struct piv *p,
+            struct run_settings *rs, uint64_t *headers_p, uint64_t *ends_p,
+            uint64_t *frames_p)
+{
+    const scimq_block_t *b = piv_block(msg->blocks, msg->block_count, "run");
+    struct piv_run run;
+
+    if (b == NULL || b->len != sizeof run)
+        return -1;
+    memcpy(&run, b->data, sizeof run);
+    if (run.magic != PIV_RUN_MAGIC)
+        return -1;
+    if (run.kind == PIV_RUN_END) {
+        (*ends_p)++;
+        *frames_p = run.frames;
+        return 0;
+    }
+    if (run.kind != PIV_RUN_HEADER || run.window < 8 ||
+        (run.window & (run.window - 1)) != 0 || run.window > run.width ||
+        run.window > run.height || run.overlap_pct > 90)
+        return -1;
+    if ((int) run.window != p->n) {
+        piv_teardown(p);
+        if (piv_setup(p, (int) run.window) != 0) {
+            fprintf(stderr, "piv-process: rank %d: FFTW setup failed\n", rank);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+    rs->window = (int) run.window;
+    rs->overlap_pct = (int) run.overlap_pct;
+    rs->step = rs->window - rs->window * rs->overlap_pct / 100;
+    rs->header = true;
+    rs->width = run.width;
+    rs->height = run.height;
+    rs->pixfmt = run.pixfmt;
+    (*headers_p)++;
+    return 0;
 }
 
 /* Copies the n x n window at (x0, y0) of img (width w), minus its mean. */
@@ -302,7 +362,9 @@ main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    int step = window - window * overlap_pct / 100;
+    struct run_settings rs = {.window = window,
+                              .overlap_pct = overlap_pct,
+                              .step = window - window * overlap_pct / 100};
 
     struct piv p;
     if (piv_setup(&p, window) != 0) {
@@ -320,10 +382,24 @@ main(int argc, char **argv)
 
     float *ia = NULL, *ib = NULL, *out = NULL;
     size_t img_cap = 0, out_cap = 0;
-    uint64_t mine[3] = {0, 0, 0}; /* frames, compute ns, errors */
+    /* frames, compute ns, errors, run headers, run ends, pairs of the run */
+    uint64_t mine[6] = {0, 0, 0, 0, 0, 0};
     scimq_mpi_msg_t msg;
     while ((rc = scimq_mpi_next(&msg)) == 0) {
         uint64_t t_recv = piv_now_ns();
+        if (msg.flags & SCIMQ_MPI_MSG_CONTROL) {
+            if (run_message(&msg, rank, &p, &rs, &mine[3], &mine[4],
+                            &mine[5]) != 0) {
+                fprintf(stderr,
+                        "piv-process: rank %d: control message %" PRIu64
+                        " is not a PIV run header or end: rejected\n",
+                        rank, msg.msg_id);
+                (void) scimq_mpi_nack(NULL, &msg, 0);
+                mine[2]++;
+            }
+            continue;
+        }
+        int window = rs.window, step = rs.step;
         const scimq_block_t *bm =
             piv_block(msg.blocks, msg.block_count, "meta");
         const scimq_block_t *ba = piv_block(msg.blocks, msg.block_count, "a");
@@ -343,7 +419,9 @@ main(int argc, char **argv)
         size_t psize = m.pixfmt == PIV_U16 ? 2 : 4;
         if (m.magic != PIV_META_MAGIC || ba->len != npix * psize ||
             bb->len != npix * psize || m.width < (uint32_t) window ||
-            m.height < (uint32_t) window) {
+            m.height < (uint32_t) window ||
+            (rs.header && (m.width != rs.width || m.height != rs.height ||
+                           m.pixfmt != rs.pixfmt))) {
             fprintf(stderr,
                     "piv-process: rank %d: frame %" PRIu64
                     ": bad sizes: dead-lettered\n",
@@ -458,22 +536,29 @@ main(int argc, char **argv)
         fprintf(stderr, "piv-process: rank %d: %s\n", rank, scimq_strerror(rc));
 
     uint64_t *all =
-        rank == 0 ? malloc(3 * sizeof(uint64_t) * (size_t) size) : NULL;
-    MPI_Gather(mine, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+        rank == 0 ? malloc(6 * sizeof(uint64_t) * (size_t) size) : NULL;
+    MPI_Gather(mine, 6, MPI_UINT64_T, all, 6, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     if (rank == 0 && all != NULL) {
-        uint64_t frames = 0, ns = 0, errors = 0;
+        uint64_t frames = 0, ns = 0, errors = 0, headers = 0, ends = 0;
+        uint64_t run_frames = 0;
         printf("{\"ranks\": %d, \"frames_per_rank\": [", size);
         for (int r = 0; r < size; r++) {
-            printf("%s%" PRIu64, r ? ", " : "", all[3 * r]);
-            frames += all[3 * r];
-            ns += all[3 * r + 1];
-            errors += all[3 * r + 2];
+            printf("%s%" PRIu64, r ? ", " : "", all[6 * r]);
+            frames += all[6 * r];
+            ns += all[6 * r + 1];
+            errors += all[6 * r + 2];
+            headers += all[6 * r + 3];
+            ends += all[6 * r + 4];
+            if (all[6 * r + 5] > run_frames)
+                run_frames = all[6 * r + 5];
         }
         printf("], \"frames\": %" PRIu64 ", \"errors\": %" PRIu64
                ", \"window\": %d, \"step\": %d, \"passes\": %d, "
-               "\"compute_ms_mean\": %.2f}\n",
-               frames, errors, window, step, passes,
-               frames ? ns / 1e6 / (double) frames : 0.0);
+               "\"compute_ms_mean\": %.2f, \"run_headers\": %" PRIu64
+               ", \"run_ends\": %" PRIu64 ", \"run_frames\": %" PRIu64 "}\n",
+               frames, errors, rs.window, rs.step, passes,
+               frames ? ns / 1e6 / (double) frames : 0.0, headers, ends,
+               run_frames);
         fflush(stdout);
     }
     free(all);

@@ -6,6 +6,12 @@
  *   "meta"  struct piv_meta (frame number, capture time, size, flow)
  *   "a"     W x H pixels of the first exposure  (uint16 or float32)
  *   "b"     W x H pixels of the second exposure
+ * A run is framed by two control messages (SCIMQ_PUT_CONTROL: every rank
+ * of piv-process gets each, the header before the run's first pair, the
+ * end after its last), one block each:
+ *   "run"   struct piv_run: kind (header or end), the image size and pixel
+ *           format, the interrogation window and overlap for the run; the
+ *           end also says how many pairs the run had
  * A result message (piv-process -> piv-results) has:
  *   "meta"  the frame's struct piv_meta, echoed (carries the capture time)
  *   "field" struct piv_field (grid, rank, timings)
@@ -27,6 +33,7 @@
 
 #define PIV_META_MAGIC 0x56495031u  /* "1PIV" */
 #define PIV_FIELD_MAGIC 0x44464950u /* "PIFD" */
+#define PIV_RUN_MAGIC 0x4e555250u   /* "PRUN" */
 
 enum piv_pixfmt { PIV_U16 = 0, PIV_F32 = 1 };
 enum piv_flow { PIV_FLOW_VORTEX = 0, PIV_FLOW_SHEAR = 1 };
@@ -51,6 +58,20 @@ struct piv_meta {
     uint32_t pixfmt; /* enum piv_pixfmt */
     uint32_t pad;
     struct piv_flow_params flow;
+};
+
+enum piv_run_kind { PIV_RUN_HEADER = 1, PIV_RUN_END = 2 };
+
+struct piv_run {
+    uint32_t magic;
+    uint32_t kind; /* enum piv_run_kind */
+    uint64_t seed; /* names the run */
+    uint32_t width, height;
+    uint32_t pixfmt;      /* enum piv_pixfmt */
+    uint32_t window;      /* interrogation window (pixels, square) */
+    uint32_t overlap_pct; /* window overlap, percent */
+    uint32_t pad;
+    uint64_t frames; /* PIV_RUN_END: pairs the run had */
 };
 
 struct piv_field {

@@ -40,6 +40,10 @@ module scimq
     integer, parameter, public :: SCIMQ_ESTATE = -4020
     integer, parameter, public :: SCIMQ_ESTOPPED = -4022
 
+    ! scimq_msg_flags(msg): a control message (scimq/mpi.h
+    ! SCIMQ_MPI_MSG_CONTROL), which every rank gets.
+    integer, parameter, public :: SCIMQ_MPI_MSG_CONTROL = 1
+
     ! Words of opaque storage for the C message (F_STATE_WORDS in scimq_f.c,
     ! which checks at compile time that the C struct fits).
     integer, parameter :: STATE_WORDS = 16
@@ -56,7 +60,7 @@ module scimq
 
     public :: scimq_mpi_init, scimq_mpi_next, scimq_mpi_ack, scimq_mpi_nack
     public :: scimq_mpi_put, scimq_mpi_finalize, scimq_mpi_stop, scimq_msg_view
-    public :: scimq_strerror
+    public :: scimq_strerror, scimq_msg_flags
 
     !> Points a Fortran array at the payload of a message (no copy):
     !> integer(c_int8_t) bytes, integer(c_int32_t), real(c_float) or
@@ -92,6 +96,12 @@ module scimq
             integer(c_int), value :: timed, timeout_ms
             integer(c_int) :: rc
         end function c_next
+
+        function c_flags(state) bind(c, name='scimq__f_flags') result(flags)
+            import :: c_int32_t, c_int64_t
+            integer(c_int64_t), dimension(*), intent(in) :: state
+            integer(c_int32_t) :: flags
+        end function c_flags
 
         function c_ack(state) bind(c, name='scimq__f_ack') result(rc)
             import :: c_int, c_int64_t
@@ -193,6 +203,16 @@ contains
         ierr = c_next(msg%state, msg%data, msg%len, msg%msg_id, &
                       msg%attempt, msg%block_count, timed, tmo)
     end subroutine scimq_mpi_next
+
+    !> The flags of msg (SCIMQ_MPI_MSG_*), e.g.
+    !> iand(scimq_msg_flags(msg), SCIMQ_MPI_MSG_CONTROL) /= 0 for a control
+    !> message: every rank gets each one, in order with the data.
+    function scimq_msg_flags(msg) result(flags)
+        type(scimq_msg), intent(in) :: msg
+        integer :: flags
+
+        flags = int(c_flags(msg%state))
+    end function scimq_msg_flags
 
     !> Acknowledges msg now (scimq_mpi_next would); msg is empty afterwards.
     subroutine scimq_mpi_ack(msg, ierr)

@@ -38,6 +38,7 @@ F_API int scimq__f_init(int fcomm, const char *url, int has_url,
 F_API int scimq__f_next(int64_t *state, void **data_p, int64_t *len_p,
                         int64_t *msg_id_p, int32_t *attempt_p,
                         int32_t *block_count_p, int timed, int timeout_ms);
+F_API int32_t scimq__f_flags(const int64_t *state);
 F_API int scimq__f_ack(int64_t *state);
 F_API int scimq__f_nack(int64_t *state, int requeue);
 F_API int scimq__f_put(const char *queue, const void *data, int64_t nbytes,
@@ -86,6 +87,15 @@ scimq__f_next(int64_t *state, void **data_p, int64_t *len_p, int64_t *msg_id_p,
     *attempt_p = (int32_t) msg.attempt;
     *block_count_p = (int32_t) msg.block_count;
     return rc;
+}
+
+int32_t
+scimq__f_flags(const int64_t *state)
+{
+    scimq_mpi_msg_t msg;
+
+    memcpy(&msg, state, sizeof(msg));
+    return (int32_t) msg.flags;
 }
 
 int

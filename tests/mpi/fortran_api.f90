@@ -3,10 +3,13 @@
 ! The rest of module scimq, beyond the loop of the examples: next before
 ! init (SCIMQ_ESTATE), init with an explicit URL, next with a timeout,
 ! views of the payload as bytes and doubles, explicit ack, nack with
-! requeue (rank 0 gives its first message back once), put of one block per
-! rank to the queue in SCIMQ_TEST_OUT_QUEUE, strerror, finalize.  Prints
-! the lines test_examples.sh checks: per-rank and total counts of settled
-! messages, and the number of redeliveries seen.
+! requeue (rank 0 gives its first message back once: the control message
+! at the head of the queue, which then comes to rank 0 again), the flags of
+! a control message (every rank gets one) and of data, put of one block
+! per rank to the queue in SCIMQ_TEST_OUT_QUEUE, strerror, finalize.
+! Prints the lines test_examples.sh checks: per-rank and total counts of
+! settled data messages, the number of redeliveries seen and of control
+! messages.
 program fortran_api
     use, intrinsic :: iso_c_binding
     use, intrinsic :: iso_fortran_env, only: int64, error_unit
@@ -16,7 +19,8 @@ program fortran_api
     type(scimq_msg) :: msg
     integer(c_int8_t), pointer :: bytes(:)
     real(c_double), pointer :: dbl(:)
-    integer(int64) :: mine(3), total(3)   ! messages, bytes, redeliveries
+    integer(int64) :: mine(4), total(4)   ! messages, bytes, redeliveries,
+                                          ! control messages
     integer :: rank, ierr, rc, n
     logical :: gave_back
     character(len=256) :: url, outq
@@ -48,6 +52,11 @@ program fortran_api
             call check(msg%len == 0, 'nack empties msg')
             cycle
         end if
+        if (iand(scimq_msg_flags(msg), SCIMQ_MPI_MSG_CONTROL) /= 0) then
+            mine(4) = mine(4) + 1
+            cycle
+        end if
+        call check(scimq_msg_flags(msg) == 0, 'data: no flags')
         call scimq_msg_view(msg, bytes)
         call scimq_msg_view(msg, dbl)
         call check(associated(bytes) .and. associated(dbl), 'views')
@@ -66,17 +75,18 @@ program fortran_api
     call check(rc == SCIMQ_EOS, 'end of stream: ' // scimq_strerror(rc))
 
     ! One result block per rank: its counters, as 8-byte integers.
-    call scimq_mpi_put(trim(outq), mine, 24, rc, name='counts')
+    call scimq_mpi_put(trim(outq), mine(1:3), 24, rc, name='counts')
     call check(rc == SCIMQ_OK, 'put: ' // scimq_strerror(rc))
 
     write (*, '(a, i0, a, i0, a, i0, a)') 'rank ', rank, ': ', mine(1), &
         ' messages, ', mine(2), ' bytes'
-    call MPI_Reduce(mine, total, 3, MPI_INTEGER8, MPI_SUM, 0, &
+    call MPI_Reduce(mine, total, 4, MPI_INTEGER8, MPI_SUM, 0, &
                     MPI_COMM_WORLD, ierr)
     if (rank == 0) then
         write (*, '(a, i0, a, i0, a)') 'total: ', total(1), ' messages, ', &
             total(2), ' bytes'
         write (*, '(a, i0)') 'redelivered: ', total(3)
+        write (*, '(a, i0)') 'control: ', total(4)
     end if
     call scimq_mpi_finalize(rc)
     call check(rc == SCIMQ_OK, 'finalize: ' // scimq_strerror(rc))

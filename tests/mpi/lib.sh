@@ -74,11 +74,17 @@ mpi_run() {
 }
 
 # fill_queue QUEUE COUNT: a guaranteed queue holding COUNT self-verifying
-# messages of mixed sizes, closed (end of stream once drained).  Sets
-# SENT_BYTES.
+# messages of mixed sizes, closed (end of stream once drained); with
+# FILL_HEADER=yes, a control message before them (every rank gets it).
+# Sets SENT_BYTES (of the COUNT messages).
 fill_queue() {
     "$bindir/scimqctl" queue create "$1" --guaranteed --ack-timeout 60 \
         > /dev/null || fail "queue create $1"
+    if [ "${FILL_HEADER:-}" = yes ]; then
+        bounded 60 "$bindir/scimq-send" --queue "$1" --synthetic --size 64B \
+            --count 1 --first-seq 1000000 --control > /dev/null ||
+            fail "scimq-send --control to $1"
+    fi
     bounded 60 "$bindir/scimq-send" --queue "$1" --synthetic \
         --size 1KiB:64KiB --count "$2" --close \
         > "$workdir/send.$1.json" 2> "$workdir/send.$1.err" ||
