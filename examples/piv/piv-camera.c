@@ -114,8 +114,8 @@ static int
 send_run(scimq_client_t *c, const char *queue, const struct piv_run *run)
 {
     scimq_block_t block = {"run", run, sizeof *run};
-    int rc =
-        scimq_client_put_flags(c, queue, &block, 1, SCIMQ_PUT_CONTROL, NULL, NULL);
+    int rc = scimq_client_put_flags(c, queue, &block, 1, SCIMQ_PUT_CONTROL,
+                                    NULL, NULL);
 
     if (rc != 0)
         fprintf(stderr,

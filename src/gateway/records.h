@@ -202,9 +202,9 @@ struct gw_consumer {
     uint64_t stream_rid[GW_MAX_STREAMS]; /* most recent GET per stream */
     bool active;                         /* in queue->active */
     uint64_t bc_seq; /* the queue's broadcast it has a copy of, or 0 */
-    struct gw_consumer *snext;           /* session->consumers */
-    struct gw_consumer *qprev, *qnext;   /* queue->consumers */
-    struct gw_consumer *aprev, *anext;   /* queue->active */
+    struct gw_consumer *snext;         /* session->consumers */
+    struct gw_consumer *qprev, *qnext; /* queue->consumers */
+    struct gw_consumer *aprev, *anext; /* queue->active */
 };
 
 struct gw_stream {

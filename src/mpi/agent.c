@@ -515,8 +515,8 @@ assign_copy(struct scimq_mpi_agent *a, int rank, uint32_t slot)
     msg.payload_len = s->msg->payload_len;
     msg.msg_id = s->msg->msg_id;
     msg.attempt = s->msg->attempt + scimq__bcast_sent(s->bcast, rank);
-    msg.raddr = scimq__fabric_remote_addr(&a->fab, &a->pool_mr,
-                                          payload - s->meta_len);
+    msg.raddr =
+        scimq__fabric_remote_addr(&a->fab, &a->pool_mr, payload - s->meta_len);
     msg.key = a->pool_mr.key;
     a->want[rank]--;
     a->assigned[rank]++;

@@ -111,19 +111,18 @@ in_list(const char *list, int rank)
 static json_t *
 rank_json(const struct rank_stats *st, int rank, bool verify)
 {
-    json_t *o = json_pack("{s:i, s:i, s:I, s:I, s:f, s:I}", "rank", rank,
-                          "node", st->node, "messages",
-                          (json_int_t) st->messages, "bytes",
-                          (json_int_t) st->bytes, "busy_s", st->busy_s,
-                          "control", (json_int_t) st->control);
+    json_t *o = json_pack(
+        "{s:i, s:i, s:I, s:I, s:f, s:I}", "rank", rank, "node", st->node,
+        "messages", (json_int_t) st->messages, "bytes", (json_int_t) st->bytes,
+        "busy_s", st->busy_s, "control", (json_int_t) st->control);
 
     if (verify) {
         json_t *seqs = json_array(), *after = json_array();
         uint64_t n = st->control < CONTROL_MAX ? st->control : CONTROL_MAX;
 
         for (uint64_t i = 0; i < n; i++) {
-            json_array_append_new(seqs,
-                                  json_integer((json_int_t) st->control_seq[i]));
+            json_array_append_new(
+                seqs, json_integer((json_int_t) st->control_seq[i]));
             json_array_append_new(
                 after, json_integer((json_int_t) st->control_after[i]));
         }
