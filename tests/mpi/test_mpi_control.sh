@@ -98,12 +98,11 @@ job=$!
 track "$job"
 # The gateway hands the header to the two agents, which hand it to their
 # ranks at once (a second is ample, the sanitizers' multiplier aside).
-i=0
-until [ "$(gw_stat "$qs | .counters.delivered")" -ge 2 ]; do
-    i=$((i + 1))
-    [ "$i" -gt $((600 * mult)) ] && { cat "$log.err" >&2; fail "$q: the header was not handed out"; }
-    sleep 0.1
-done
+# counter_ge NAME N: the queue's counter NAME has reached N.
+counter_ge() {
+    [ "$(gw_stat "$qs | .counters.$1")" -ge "$2" ]
+}
+wait_until 60 "$q: the header handed to both agents" counter_ge delivered 2
 sleep "$mult"
 expect_eq "$q: nothing acknowledged while rank 1 holds the header" 0 \
     "$(gw_stat "$qs | .counters.acked")"
@@ -114,12 +113,8 @@ done | head -1)
 [ -n "$pid" ] || fail "$q: no process for rank 1"
 ranks=$(pgrep -f "seq-log $log" || true)
 kill -KILL "$pid"
-i=0
-while [ "$(gw_stat "$qs | .counters.acked")" -lt $((count + 2)) ]; do
-    i=$((i + 1))
-    [ "$i" -gt $((1800 * mult)) ] && { cat "$log.err" >&2; fail "$q: the survivors did not drain the queue"; }
-    sleep 0.1
-done
+wait_until 180 "$q: the survivors drain the queue" \
+    counter_ge acked $((count + 2))
 ok "$q: the header, every data message and the end acknowledged without rank 1"
 grep -q 'node rank 1 .* is dead' "$log.err" ||
     fail "$q: the agent did not notice its dead rank"
