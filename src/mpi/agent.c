@@ -17,10 +17,10 @@
  * every millisecond while one of its sends is in flight or when nothing
  * can wake it.
  *
- * Pool and credit: the pool is one registered region of CHUNK-sized
- * chunks; a message takes as many contiguous chunks as its block table
- * room and payload need (slot_alloc(), first fit from a roving start),
- * and its "slot" is the number of its first chunk.  The client asks the
+ * Pool and credit: the pool is one registered region of chunks
+ * (SCIMQ_MPI_POOL_CHUNK, ctrl.h); a message takes as many contiguous chunks as
+ * its block table room and payload need (slot_alloc(), first fit from a roving
+ * start), and its "slot" is the number of its first chunk.  The client asks the
  * gateway for credit by bytes (a window of at most SCIMQ_MPI_CREDIT_BYTES,
  * half the pool) with a message count bounded by what the pool holds of
  * the smallest messages, so that what is in flight always fits (see
@@ -91,9 +91,6 @@
  * before it sleeps in poll() (agent_main()). */
 #define AGENT_SPIN_NS 200000u
 
-/* Pool chunk: the unit of allocation (a payload, its block table and an
- * inline header take whole chunks). */
-#define CHUNK (64u << 10)
 /* Credit window in bytes, unless SCIMQ_MPI_CREDIT_BYTES says otherwise:
  * bandwidth x delay of a long-haul link with room to spare. */
 #define CREDIT_BYTES_DEFAULT (64ull << 20)
@@ -229,7 +226,8 @@ slot_alloc(void *arg, uint64_t len, void **buf_p, void **ctx_p)
                             len, a->max_payload);
         return SCIMQ_EMSGSIZE;
     }
-    need = (uint32_t) ((SCIMQ_MPI_SLOT_META + len + CHUNK - 1) / CHUNK);
+    need = (uint32_t) ((SCIMQ_MPI_SLOT_META + len + SCIMQ_MPI_POOL_CHUNK - 1) /
+                       SCIMQ_MPI_POOL_CHUNK);
     pthread_mutex_lock(&a->slot_lock);
     /* First fit from the rover, then from the start (a run never wraps).
      * A full pool (the usual state while ranks keep up: the agent asks
@@ -250,7 +248,8 @@ slot_alloc(void *arg, uint64_t len, void **buf_p, void **ctx_p)
         s->alloc_gen++;
         a->rover =
             (uint32_t) first + need < a->nslots ? (uint32_t) first + need : 0;
-        *buf_p = a->pool + (size_t) first * CHUNK + SCIMQ_MPI_SLOT_META;
+        *buf_p = a->pool + (size_t) first * SCIMQ_MPI_POOL_CHUNK +
+                 SCIMQ_MPI_SLOT_META;
         *ctx_p = (void *) (uintptr_t) (((uint64_t) s->alloc_gen << 32) |
                                        (uint64_t) (first + 1));
         rc = 0;
@@ -411,7 +410,8 @@ send_ctrl(struct scimq_mpi_agent *a, int rank, const struct scimq_mpi_ctrl *msg)
 static uint32_t
 write_meta(struct scimq_mpi_agent *a, uint32_t slot, const scimq_message_t *m)
 {
-    uint8_t *payload = a->pool + (size_t) slot * CHUNK + SCIMQ_MPI_SLOT_META;
+    uint8_t *payload =
+        a->pool + (size_t) slot * SCIMQ_MPI_POOL_CHUNK + SCIMQ_MPI_SLOT_META;
     uint8_t tmp[SCIMQ_MPI_SLOT_META];
     size_t len = 4;
     uint32_t n = m->block_count < SCIMQ_MPI_MAX_BLOCKS ? m->block_count
@@ -446,7 +446,8 @@ assign(struct scimq_mpi_agent *a, int rank, uint32_t slot)
 {
     struct agent_slot *s = &a->slots[slot];
     struct scimq_mpi_ctrl msg;
-    uint8_t *payload = a->pool + (size_t) slot * CHUNK + SCIMQ_MPI_SLOT_META;
+    uint8_t *payload =
+        a->pool + (size_t) slot * SCIMQ_MPI_POOL_CHUNK + SCIMQ_MPI_SLOT_META;
     uint64_t len;
     int rc;
 
@@ -503,7 +504,8 @@ static void
 assign_copy(struct scimq_mpi_agent *a, int rank, uint32_t slot)
 {
     struct agent_slot *s = &a->slots[slot];
-    uint8_t *payload = a->pool + (size_t) slot * CHUNK + SCIMQ_MPI_SLOT_META;
+    uint8_t *payload =
+        a->pool + (size_t) slot * SCIMQ_MPI_POOL_CHUNK + SCIMQ_MPI_SLOT_META;
     struct scimq_mpi_ctrl msg;
     int rc;
 
@@ -836,7 +838,8 @@ put_read_done(struct scimq_mpi_agent *a, int rank, int rc)
 static int
 put_publish(struct scimq_mpi_agent *a, const struct agent_put *p)
 {
-    uint8_t *payload = a->pool + (size_t) p->slot * CHUNK + SCIMQ_MPI_SLOT_META;
+    uint8_t *payload =
+        a->pool + (size_t) p->slot * SCIMQ_MPI_POOL_CHUNK + SCIMQ_MPI_SLOT_META;
     const uint8_t *meta = payload - p->meta_len, *end = payload;
     char names[SCIMQ_MPI_SLOT_META], *q = names;
     scimq_block_t blocks[SCIMQ_MPI_MAX_BLOCKS];
@@ -1267,9 +1270,10 @@ agent_size(void *arg, uint64_t gateway_max, struct scimq_mpi_source_credit *cr)
                      : POOL_BYTES_DEFAULT;
     if (budget < SCIMQ_MPI_SLOT_META + max)
         budget = SCIMQ_MPI_SLOT_META + max;
-    a->nslots = (uint32_t) ((budget + CHUNK - 1) / CHUNK);
+    a->nslots =
+        (uint32_t) ((budget + SCIMQ_MPI_POOL_CHUNK - 1) / SCIMQ_MPI_POOL_CHUNK);
     a->free_chunks = a->nslots;
-    a->pool_len = (size_t) a->nslots * CHUNK;
+    a->pool_len = (size_t) a->nslots * SCIMQ_MPI_POOL_CHUNK;
 
     /* 2 MiB aligned so that transparent huge pages can back it; bound near
      * the NIC and touched now, because first-touch page faults are slow

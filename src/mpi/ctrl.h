@@ -46,6 +46,9 @@
 #define SCIMQ_MPI_CTRL_MAGIC 0x53514d43u /* "SQMC" */
 /* Bumped on any change of the header or of its rules. */
 #define SCIMQ_MPI_CTRL_VERSION 4u
+/* Pool chunk: the unit of the agent's allocation (a payload, its block
+ * table and an inline header take whole chunks, agent.c). */
+#define SCIMQ_MPI_POOL_CHUNK (64u << 10)
 /* Room for the block table (and an inline header) before each payload. */
 #define SCIMQ_MPI_SLOT_META 4096u
 /* Blocks per message the runtime hands to ranks. */
