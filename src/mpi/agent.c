@@ -534,20 +534,18 @@ assign_copy(struct scimq_mpi_agent *a, int rank, uint32_t slot)
 }
 
 /* Every copy of the control message in slot is settled: settles it with
- * the gateway (bcast.h says how) and frees its slot. */
+ * the gateway (bcast.h says how) and frees its slot.  One that no rank saw
+ * because every rank has left stays in the pool: given back now, it would
+ * come straight back to this agent; scimq__agent_destroy() gives it back
+ * with the rest. */
 static void
 bcast_finish(struct scimq_mpi_agent *a, uint32_t slot,
              enum scimq_bcast_outcome how)
 {
     struct agent_slot *s = &a->slots[slot];
-    static const int to_src[] = {
-        [SCIMQ_BCAST_ACK] = SCIMQ_SRC_ACK,
-        [SCIMQ_BCAST_REJECT] = SCIMQ_SRC_DEADLETTER,
-        [SCIMQ_BCAST_GIVE_BACK] = SCIMQ_SRC_REQUEUE,
-    };
     uint32_t i = 0;
 
-    if (how == SCIMQ_BCAST_PENDING)
+    if (how != SCIMQ_BCAST_ACK && how != SCIMQ_BCAST_REJECT)
         return;
     while (i < a->nbcast && a->bcasts[i] != slot)
         i++;
@@ -557,7 +555,11 @@ bcast_finish(struct scimq_mpi_agent *a, uint32_t slot,
         a->nbcast--;
     }
     slot_free(a, slot);
-    (void) a->src_ops->settle(a->src, s->msg, to_src[how]);
+    /* A rejected copy is settled for this consumer only: the gateway does
+     * not dead-letter a control message (NACK requeue=0). */
+    (void) a->src_ops->settle(a->src, s->msg,
+                              how == SCIMQ_BCAST_ACK ? SCIMQ_SRC_ACK
+                                                     : SCIMQ_SRC_DEADLETTER);
     a->src_ops->free(a->src, s->msg);
     scimq__bcast_destroy(s->bcast);
     s->bcast = NULL;
@@ -962,9 +964,7 @@ fetch_control(struct scimq_mpi_agent *a, uint32_t slot)
     }
     s->meta_len = write_meta(a, slot, s->msg);
     s->gen++;
-    a->bcasts[a->nbcast++] = slot;
-    /* Every rank has left already: nobody to give it to. */
-    bcast_finish(a, slot, scimq__bcast_outcome(s->bcast));
+    a->bcasts[a->nbcast++] = slot; /* every rank gone: it waits there */
 }
 
 /* Takes what the client has received into the ready FIFO (control

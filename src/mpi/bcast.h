@@ -15,7 +15,8 @@
  *   SCIMQ_BCAST_REJECT   every rank that saw it rejected it: settled for
  *                        this agent without an acknowledgement (the
  *                        gateway does not dead-letter a control copy)
- *   SCIMQ_BCAST_GIVE_BACK  every rank left before it saw it: given back
+ *   SCIMQ_BCAST_GIVE_BACK  every rank left before it saw it: the agent
+ *                        keeps it and gives it back when it closes
  */
 #ifndef SCIMQ_MPI_BCAST_H
 #define SCIMQ_MPI_BCAST_H
