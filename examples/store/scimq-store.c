@@ -17,8 +17,11 @@
  * gateway redelivers what was not acknowledged.  A redelivered message
  * whose lines are already in the manifest (its acknowledgement was lost:
  * a lease ran out, a stream dropped, the store restarted) is acknowledged
- * again and counted apart, "redelivered", not stored twice.  Ends with
- * one JSON line: "messages" counts the messages stored.
+ * again and counted apart, "redelivered", not stored twice.  A control
+ * message (SCIMQ_MESSAGE_CONTROL: a run header, an end of series) is
+ * stored the same way, in its place in the stream, and counted apart,
+ * "control".  Ends with one JSON line: "messages" counts the data
+ * messages stored.
  */
 #include "config.h"
 
@@ -180,7 +183,7 @@ main(int argc, char **argv)
     const char *url = getenv("SCIMQ_URL"), *queue = NULL, *dir = NULL;
     scimq_client_options_t o;
     scimq_client_t *c = NULL;
-    uint64_t messages = 0, files = 0, bytes = 0, redelivered = 0;
+    uint64_t messages = 0, control = 0, files = 0, bytes = 0, redelivered = 0;
     struct stored st = {NULL, 0, 0};
     char path[4096];
     FILE *manifest = NULL;
@@ -280,7 +283,10 @@ main(int argc, char **argv)
             rc = SCIMQ_ENOMEM;
         if (rc == 0) {
             rc = scimq_client_ack(c, m);
-            messages++;
+            if (m->flags & SCIMQ_MESSAGE_CONTROL)
+                control++;
+            else
+                messages++;
         } else {
             /* Not stored: give it back rather than lose it. */
             (void) scimq_client_nack(c, m, 1, 1000);
@@ -292,10 +298,10 @@ main(int argc, char **argv)
     fclose(manifest);
     free(st.ids);
     printf("{\"tool\":\"scimq-store\",\"queue\":\"%s\",\"messages\":%" PRIu64
-           ",\"redelivered\":%" PRIu64 ",\"files\":%" PRIu64
-           ",\"bytes\":%" PRIu64
+           ",\"control\":%" PRIu64 ",\"redelivered\":%" PRIu64
+           ",\"files\":%" PRIu64 ",\"bytes\":%" PRIu64
            ",\"seconds\":%.3f,\"eos\":%s,\"error\":%s%s%s}\n",
-           queue, messages, redelivered, files, bytes, now_s() - t0,
+           queue, messages, control, redelivered, files, bytes, now_s() - t0,
            eos ? "true" : "false", rc ? "\"" : "",
            rc ? scimq_err_name(rc) : "null", rc ? "\"" : "");
     return rc == 0 ? 0 : 1;

@@ -1,7 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# The storage consumer, fed by fan-out: 60 self-verifying messages are put
-# to in.q, bound to proc.q (a consumer) and store.q (scimq-store).  The
+# The storage consumer, fed by fan-out: 60 self-verifying messages and a
+# control message after them (an end of series) are put to in.q, bound to
+# proc.q (a consumer) and store.q (scimq-store); the control message is
+# stored like data and counted apart.  The
 # store writes one file per message and a manifest; every stored file is
 # then sent back through the gateway and verified, so the files are proved
 # byte-exact, not just counted.  Then a message redelivered after it was
@@ -29,6 +31,8 @@ store_pid=$!
 track "$store_pid"
 bounded 60 "$bindir/scimq-send" --queue in.q --synthetic --size 1KiB:512KiB \
     --count "$n" > /dev/null || fail "send"
+bounded 60 "$bindir/scimq-send" --queue in.q --synthetic --size 200B \
+    --count 1 --first-seq "$n" --control > /dev/null || fail "send the control message"
 for q in in.q proc.q store.q; do
     "$bindir/scimqctl" queue close "$q" > /dev/null || fail "close $q"
 done
@@ -36,9 +40,11 @@ bounded 60 "$bindir/scimq-recv" --queue proc.q --verify --until-eos --expect "$n
     > "$workdir/proc.json" || fail "processing consumer"
 store_finished "$workdir/store.err"
 expect_eq "processed" "$n" "$(json_get "$workdir/proc.json" .verified)"
+expect_eq "processed: the control message" 1 "$(json_get "$workdir/proc.json" .control)"
 expect_eq "stored messages" "$n" "$(json_get "$workdir/store.json" .messages)"
-expect_eq "manifest lines" "$n" "$(wc -l < "$workdir/kept/MANIFEST")"
-expect_eq "files" "$n" "$(ls "$workdir/kept" | grep -vc MANIFEST)"
+expect_eq "stored control messages" 1 "$(json_get "$workdir/store.json" .control)"
+expect_eq "manifest lines" $((n + 1)) "$(wc -l < "$workdir/kept/MANIFEST")"
+expect_eq "files" $((n + 1)) "$(ls "$workdir/kept" | grep -vc MANIFEST)"
 # Sizes in the manifest match the files.
 bad=$(while read -r id blk bytes crc file; do
     [ "$(wc -c < "$workdir/kept/$file")" -eq "$bytes" ] || echo "$file"
@@ -47,9 +53,9 @@ expect_eq "files whose size differs from the manifest" 0 "$bad"
 # Every stored file goes back through the gateway and verifies.
 bounded 60 "$bindir/scimq-send" --queue check.q --close "$workdir"/kept/0* \
     > /dev/null || fail "send back"
-bounded 60 "$bindir/scimq-recv" --queue check.q --verify --until-eos --expect "$n" \
-    > "$workdir/check.json" || fail "verify stored files"
-expect_eq "stored files verified" "$n" "$(json_get "$workdir/check.json" .verified)"
+bounded 60 "$bindir/scimq-recv" --queue check.q --verify --until-eos \
+    --expect $((n + 1)) > "$workdir/check.json" || fail "verify stored files"
+expect_eq "stored files verified" $((n + 1)) "$(json_get "$workdir/check.json" .verified)"
 expect_eq "stored files lost" 0 "$(json_get "$workdir/check.json" .lost)"
 
 # Redelivered after it was stored: the store subscribes to a queue with a
