@@ -734,8 +734,11 @@ core_start(struct gateway *gw)
                                   gw->opt.journal_batch_ms, gw_hub_io_done,
                                   &gw->hub, &gw->hub.journal);
         if (rc != 0) {
+            /* A file-system error in the errno's own words (the library's
+             * text for SCIMQ_ENOENT speaks of queues). */
             fprintf(stderr, "scimq-gateway: journal %s: %s\n",
-                    gw->opt.journal_dir, scimq_strerror(rc));
+                    gw->opt.journal_dir,
+                    rc < 0 && rc > -4000 ? strerror(-rc) : scimq_strerror(rc));
             gw_broker_free(b);
             gw_hub_destroy(&gw->hub);
             return rc;
