@@ -738,7 +738,8 @@ core_start(struct gateway *gw)
              * text for SCIMQ_ENOENT speaks of queues). */
             fprintf(stderr, "scimq-gateway: journal %s: %s\n",
                     gw->opt.journal_dir,
-                    rc < 0 && rc > -4000 ? strerror(-rc) : scimq_strerror(rc));
+                    rc < 0 && rc > -SCIMQ_ERRNO_OFFSET ? strerror(-rc)
+                                                       : scimq_strerror(rc));
             gw_broker_free(b);
             gw_hub_destroy(&gw->hub);
             return rc;

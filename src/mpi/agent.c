@@ -302,6 +302,22 @@ slot_free(struct scimq_mpi_agent *a, uint32_t i)
     pthread_mutex_unlock(&a->slot_lock);
 }
 
+/*
+ * Settles the message in slot with the gateway (how: SCIMQ_SRC_*), frees
+ * its slot first (the next delivery must find room) and forgets it.
+ */
+static void
+slot_settle(struct scimq_mpi_agent *a, uint32_t i, int how)
+{
+    struct agent_slot *s = &a->slots[i];
+
+    slot_free(a, i);
+    (void) a->src_ops->settle(a->src, s->msg, how);
+    a->src_ops->free(a->src, s->msg);
+    s->msg = NULL;
+    s->rank = -1;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Control messages                                                          */
 /* ------------------------------------------------------------------------ */
@@ -484,11 +500,7 @@ assign(struct scimq_mpi_agent *a, int rank, uint32_t slot)
         /* The message goes back to the gateway for someone else (unless
          * the rank was found dead meanwhile, which gave it back). */
         if (s->msg != NULL) {
-            slot_free(a, slot);
-            (void) a->src_ops->settle(a->src, s->msg, SCIMQ_SRC_REQUEUE);
-            a->src_ops->free(a->src, s->msg);
-            s->msg = NULL;
-            s->rank = -1;
+            slot_settle(a, slot, SCIMQ_SRC_REQUEUE);
             a->assigned[rank]--;
         }
     }
@@ -554,27 +566,22 @@ bcast_finish(struct scimq_mpi_agent *a, uint32_t slot,
                 (a->nbcast - i - 1) * sizeof(a->bcasts[0]));
         a->nbcast--;
     }
-    slot_free(a, slot);
     /* A rejected copy is settled for this consumer only: the gateway does
      * not dead-letter a control message (NACK requeue=0). */
-    (void) a->src_ops->settle(a->src, s->msg,
-                              how == SCIMQ_BCAST_ACK ? SCIMQ_SRC_ACK
-                                                     : SCIMQ_SRC_DEADLETTER);
-    a->src_ops->free(a->src, s->msg);
+    slot_settle(a, slot,
+                how == SCIMQ_BCAST_ACK ? SCIMQ_SRC_ACK : SCIMQ_SRC_DEADLETTER);
     scimq__bcast_destroy(s->bcast);
     s->bcast = NULL;
-    s->msg = NULL;
 }
 
-/* Rank settled its copy of the control message in slot (DONE or NACK). */
+/* Rank settled (DONE or NACK) the copy of the control message in slot it
+ * holds (settle() checked that). */
 static void
 settle_copy(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c)
 {
     struct agent_slot *s = &a->slots[c->slot];
     enum scimq_bcast_settle how = SCIMQ_BCAST_DONE;
 
-    if (s->gen != c->gen || !scimq__bcast_held(s->bcast, (int) c->rank))
-        return; /* stale */
     a->assigned[c->rank]--;
     if (c->type == CTRL_NACK)
         how = (c->flags & CTRL_F_REQUEUE) ? SCIMQ_BCAST_REQUEUE
@@ -598,30 +605,20 @@ holds(const struct scimq_mpi_agent *a, int rank, uint32_t slot, uint64_t gen)
 static void
 settle(struct scimq_mpi_agent *a, const struct scimq_mpi_ctrl *c)
 {
-    struct agent_slot *s;
-
     if (c->slot >= a->nslots || !holds(a, (int) c->rank, c->slot, c->gen))
         return; /* stale: the slot moved on */
-    s = &a->slots[c->slot];
-    if (s->bcast != NULL) {
+    if (a->slots[c->slot].bcast != NULL) {
         settle_copy(a, c);
         return;
     }
-    slot_free(a, c->slot);
     a->assigned[c->rank]--;
     /* REPORT: per-rank acks and service time (report.c) */
     scimq__report_settled(a->report, (int) c->rank, c->slot,
                           c->type == CTRL_DONE);
-    if (c->type == CTRL_DONE)
-        (void) a->src_ops->settle(a->src, s->msg, SCIMQ_SRC_ACK);
-    else
-        (void) a->src_ops->settle(a->src, s->msg,
-                                  (c->flags & CTRL_F_REQUEUE)
-                                      ? SCIMQ_SRC_REQUEUE
-                                      : SCIMQ_SRC_DEADLETTER);
-    a->src_ops->free(a->src, s->msg); /* frees the slot */
-    s->msg = NULL;
-    s->rank = -1;
+    slot_settle(a, c->slot,
+                c->type == CTRL_DONE          ? SCIMQ_SRC_ACK
+                : (c->flags & CTRL_F_REQUEUE) ? SCIMQ_SRC_REQUEUE
+                                              : SCIMQ_SRC_DEADLETTER);
 }
 
 /*
@@ -637,12 +634,8 @@ rank_gone(struct scimq_mpi_agent *a, int rank, const char *why)
         struct agent_slot *s = &a->slots[i];
 
         if (s->msg != NULL && s->rank == rank) {
-            slot_free(a, i);
             a->assigned[rank]--;
-            (void) a->src_ops->settle(a->src, s->msg, SCIMQ_SRC_REQUEUE);
-            a->src_ops->free(a->src, s->msg);
-            s->msg = NULL;
-            s->rank = -1;
+            slot_settle(a, i, SCIMQ_SRC_REQUEUE);
             n++;
         }
     }
@@ -956,10 +949,7 @@ fetch_control(struct scimq_mpi_agent *a, uint32_t slot)
     if (s->bcast == NULL) {
         SCIMQ_LOG_ERROR(MPI, "agent: out of memory for a control message: "
                              "given back to the gateway");
-        slot_free(a, slot);
-        (void) a->src_ops->settle(a->src, s->msg, SCIMQ_SRC_REQUEUE);
-        a->src_ops->free(a->src, s->msg);
-        s->msg = NULL;
+        slot_settle(a, slot, SCIMQ_SRC_REQUEUE);
         return;
     }
     s->meta_len = write_meta(a, slot, s->msg);

@@ -183,7 +183,7 @@ main(int argc, char **argv)
     bool verify = false;
     uint64_t expect = 0, process_ms = 0, *mine = NULL, nmine = 0, cap = 0;
     int64_t control_ms = -1;
-    double factor = 5, t0, t1, work_ms, control_work_ms;
+    double factor = 5, t0, t1, scale, work_ms, control_work_ms;
     int rank, size, ch, rc, log_fd = -1, final_rc = 0;
 
     MPI_Init(&argc, &argv);
@@ -255,10 +255,9 @@ main(int argc, char **argv)
         if (log_fd < 0)
             fprintf(stderr, NAME ": %s: %s\n", path, strerror(errno));
     }
-    work_ms = (double) process_ms * (in_list(slow, rank) ? factor : 1.0);
-    control_work_ms = control_ms < 0 ? work_ms
-                                     : (double) control_ms *
-                                           (in_list(slow, rank) ? factor : 1.0);
+    scale = in_list(slow, rank) ? factor : 1.0;
+    work_ms = (double) process_ms * scale;
+    control_work_ms = control_ms < 0 ? work_ms : (double) control_ms * scale;
 
     /* Before scimq_mpi_init: a stop that comes while it starts is kept
      * (scimq_mpi_stop() holds until the first next()), and the runtime
