@@ -245,8 +245,7 @@ main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (window < 8 || (window & (window - 1)) != 0 || window > w ||
-        window > h || overlap_pct < 0 || overlap_pct > 90) {
+    if (!piv_window_ok(window, overlap_pct) || window > w || window > h) {
         fprintf(stderr, "piv-camera: --window a power of two >= 8 and at "
                         "most the image side, --overlap 0..90\n");
         return 2;

@@ -83,7 +83,7 @@ piv_teardown(struct piv *p)
 
 /* What the current run's header said (or the command line). */
 struct run_settings {
-    int window, overlap_pct, step;
+    int window, overlap_pct;
     bool header; /* a header came: width, height and pixfmt hold */
     uint32_t width, height, pixfmt;
 };
@@ -111,9 +111,9 @@ run_message(const scimq_mpi_msg_t *msg, int rank, struct piv *p,
         *frames_p = run.frames;
         return 0;
     }
-    if (run.kind != PIV_RUN_HEADER || run.window < 8 ||
-        (run.window & (run.window - 1)) != 0 || run.window > run.width ||
-        run.window > run.height || run.overlap_pct > 90)
+    if (run.kind != PIV_RUN_HEADER ||
+        !piv_window_ok(run.window, run.overlap_pct) || run.window > run.width ||
+        run.window > run.height)
         return -1;
     if ((int) run.window != p->n) {
         piv_teardown(p);
@@ -124,7 +124,6 @@ run_message(const scimq_mpi_msg_t *msg, int rank, struct piv *p,
     }
     rs->window = (int) run.window;
     rs->overlap_pct = (int) run.overlap_pct;
-    rs->step = rs->window - rs->window * rs->overlap_pct / 100;
     rs->header = true;
     rs->width = run.width;
     rs->height = run.height;
@@ -354,17 +353,14 @@ main(int argc, char **argv)
             return o == 'h' ? 0 : 2;
         }
     }
-    if (window < 8 || (window & (window - 1)) != 0 || passes < 1 ||
-        passes > 3 || overlap_pct < 0 || overlap_pct > 90) {
+    if (!piv_window_ok(window, overlap_pct) || passes < 1 || passes > 3) {
         if (rank == 0)
             fprintf(stderr, "piv-process: --window a power of two >= 8, "
                             "--passes 1..3, --overlap 0..90\n");
         MPI_Finalize();
         return 2;
     }
-    struct run_settings rs = {.window = window,
-                              .overlap_pct = overlap_pct,
-                              .step = window - window * overlap_pct / 100};
+    struct run_settings rs = {.window = window, .overlap_pct = overlap_pct};
 
     struct piv p;
     if (piv_setup(&p, window) != 0) {
@@ -399,7 +395,7 @@ main(int argc, char **argv)
             }
             continue;
         }
-        int window = rs.window, step = rs.step;
+        int window = rs.window, step = piv_step(rs.window, rs.overlap_pct);
         const scimq_block_t *bm =
             piv_block(msg.blocks, msg.block_count, "meta");
         const scimq_block_t *ba = piv_block(msg.blocks, msg.block_count, "a");
@@ -556,8 +552,8 @@ main(int argc, char **argv)
                ", \"window\": %d, \"step\": %d, \"passes\": %d, "
                "\"compute_ms_mean\": %.2f, \"run_headers\": %" PRIu64
                ", \"run_ends\": %" PRIu64 ", \"run_frames\": %" PRIu64 "}\n",
-               frames, errors, rs.window, rs.step, passes,
-               frames ? ns / 1e6 / (double) frames : 0.0, headers, ends,
+               frames, errors, rs.window, piv_step(rs.window, rs.overlap_pct),
+               passes, frames ? ns / 1e6 / (double) frames : 0.0, headers, ends,
                run_frames);
         fflush(stdout);
     }

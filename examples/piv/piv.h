@@ -25,6 +25,7 @@
 #define SCIMQ_EXAMPLES_PIV_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -85,6 +86,22 @@ struct piv_field {
     uint64_t received_ns; /* CLOCK_REALTIME when the rank had the frame */
     uint64_t compute_ns;  /* time spent computing the field */
 };
+
+/* Interrogation windows: n x n pixels, n a power of two >= 8, overlapping
+ * by 0..90 % (the caller checks n against the image size). */
+static inline bool
+piv_window_ok(int64_t n, int64_t overlap_pct)
+{
+    return n >= 8 && (n & (n - 1)) == 0 && overlap_pct >= 0 &&
+           overlap_pct <= 90;
+}
+
+/* The spacing of such windows. */
+static inline int
+piv_step(int n, int overlap_pct)
+{
+    return n - n * overlap_pct / 100;
+}
 
 #define PIV_GMAX 0.63817320 /* max of (1 - exp(-s^2)) / s */
 
