@@ -55,6 +55,8 @@ struct gw_action {
     uint32_t hdr_len;           /* JOURNAL_APPEND: bytes of buf */
     uint64_t seq;      /* JOURNAL_APPEND: order of appends (0: a spill) */
     bool sync;         /* JOURNAL_APPEND: synced before it completes */
+    bool data_crc_ok;  /* JOURNAL_APPEND: data_crc is the data's CRC32C */
+    uint32_t data_crc; /* (taken as the payload arrived) */
     bool spill;        /* JOURNAL_APPEND: a payload of memory queues written
                           out to free memory (no PUT_OK waits for it) */
     uint64_t seg, off; /* JOURNAL_*: segment and offset (APPEND: of the

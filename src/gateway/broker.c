@@ -365,8 +365,9 @@ gw_broker_put_begin(struct gw_broker *b, uint64_t now, uint64_t conn_id,
 int
 gw_broker_put_commit(struct gw_broker *b, uint64_t now, uint64_t conn_id,
                      int worker, const scimq_proto_frame_t *f,
-                     struct gw_payload *pl, uint64_t *msg_id_p,
-                     bool *deferred_p, struct gw_actions *out)
+                     struct gw_payload *pl, const uint32_t *data_crc,
+                     uint64_t *msg_id_p, bool *deferred_p,
+                     struct gw_actions *out)
 {
     struct gw_msg *msgs[1 + GW_MAX_BINDINGS];
     struct gw_queue *q;
@@ -375,6 +376,10 @@ gw_broker_put_commit(struct gw_broker *b, uint64_t now, uint64_t conn_id,
 
     *deferred_p = false;
     gw_event_begin(b, now, out);
+    if (data_crc != NULL) {
+        pl->data_crc = *data_crc;
+        pl->data_crc_ok = true;
+    }
     q = gw_queue_find_str(b, &f->args.queue.queue);
     /* The queue may have been deleted or closed while the payload came. */
     rc = q == NULL ? SCIMQ_ENOENT : gw_queue_put_check(q, pl->len);

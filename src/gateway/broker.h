@@ -84,14 +84,17 @@ int gw_broker_put_begin(struct gw_broker *b, uint64_t now, uint64_t conn_id,
                         struct gw_payload **pl_p, struct gw_actions *out);
 /*
  * Payload received: queues the message (and its bound copies); the
- * connection's pin ends, whatever the result.  *deferred_p is set when the
- * PUT_OK waits for the journal: the broker emits it (GW_ACT_PUT_OK), or an
- * ERROR, for conn_id on worker later; otherwise the caller confirms.
+ * connection's pin ends, whatever the result.  data_crc: the CRC32C of its
+ * bytes when the decoder took it (NULL: it did not), for the journal.
+ * *deferred_p is set when the PUT_OK waits for the journal: the broker
+ * emits it (GW_ACT_PUT_OK), or an ERROR, for conn_id on worker later;
+ * otherwise the caller confirms.
  */
 int gw_broker_put_commit(struct gw_broker *b, uint64_t now, uint64_t conn_id,
                          int worker, const scimq_proto_frame_t *f,
-                         struct gw_payload *pl, uint64_t *msg_id_p,
-                         bool *deferred_p, struct gw_actions *out);
+                         struct gw_payload *pl, const uint32_t *data_crc,
+                         uint64_t *msg_id_p, bool *deferred_p,
+                         struct gw_actions *out);
 /* The frame failed or its connection closed before the payload was in. */
 void gw_broker_put_abort(struct gw_broker *b, uint64_t now,
                          struct gw_payload *pl, struct gw_actions *out);

@@ -390,6 +390,10 @@ gw_conn_accept(struct gw_conn_host *host, uv_stream_t *server, bool admin)
         accept_and_drop(host, server, admin);
         return;
     }
+    /* The journal's records carry the payload's CRC: it is taken while
+     * the bytes come in, still in the cache. */
+    if (gw->hub.journal != NULL)
+        scimq_proto_decoder_set_payload_crc(c->dec, 1);
     if (admin)
         uv_pipe_init(host->loop, &c->pipe, 0);
     else

@@ -34,6 +34,7 @@ append(struct gw_broker *b, uint8_t *buf, uint32_t hlen, struct gw_payload *pl,
         a->payload = pl;
         a->payload_id = pl->id;
         a->len = pl->len;
+        gw_store_give_crc(pl, a);
     }
     b->j.pending_bytes += hlen + a->len;
     gw_actions_push(b->out, a);

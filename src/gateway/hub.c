@@ -148,12 +148,13 @@ gw_hub_put_begin(struct gw_hub *h, int self, uint64_t conn_id,
 int
 gw_hub_put_commit(struct gw_hub *h, int self, uint64_t conn_id,
                   const scimq_proto_frame_t *f, struct gw_payload *pl,
-                  uint64_t *msg_id_p, bool *deferred_p)
+                  const uint32_t *data_crc, uint64_t *msg_id_p,
+                  bool *deferred_p)
 {
     struct gw_actions out = {NULL, NULL};
     uint64_t now = enter(h);
     int rc = gw_broker_put_commit(h->broker, now, conn_id, self, f, pl,
-                                  msg_id_p, deferred_p, &out);
+                                  data_crc, msg_id_p, deferred_p, &out);
 
     leave(h, self, &out);
     return rc;

@@ -56,7 +56,8 @@ int gw_hub_put_begin(struct gw_hub *h, int self, uint64_t conn_id,
                      const scimq_proto_frame_t *f, struct gw_payload **pl_p);
 int gw_hub_put_commit(struct gw_hub *h, int self, uint64_t conn_id,
                       const scimq_proto_frame_t *f, struct gw_payload *pl,
-                      uint64_t *msg_id_p, bool *deferred_p);
+                      const uint32_t *data_crc, uint64_t *msg_id_p,
+                      bool *deferred_p);
 void gw_hub_put_abort(struct gw_hub *h, int self, struct gw_payload *pl);
 void gw_hub_unpark(struct gw_hub *h, uint64_t conn_id);
 int gw_hub_get(struct gw_hub *h, int self, uint64_t conn_id,

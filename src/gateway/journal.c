@@ -174,6 +174,7 @@ static int
 do_append(struct gw_journal *j, struct gw_action *job)
 {
     const uint8_t *data = job->len > 0 ? job->payload->data : NULL;
+    uint32_t crc;
     int rc;
 
     if (j->w.fd < 0 || j->w.size >= j->segment_size) {
@@ -181,9 +182,13 @@ do_append(struct gw_journal *j, struct gw_action *job)
         if (rc != 0)
             return rc;
     }
-    /* The CRC is taken here, off the broker's lock. */
-    gw_jrec_set_crc(job->buf,
-                    gw_jrec_crc(job->buf, job->hdr_len, data, job->len));
+    /* The CRC is finished here, off the broker's lock: from the data's,
+     * taken as the payload arrived, or over the data too. */
+    if (job->data_crc_ok)
+        crc = gw_jrec_crc_fields(job->buf, job->hdr_len, job->data_crc);
+    else
+        crc = gw_jrec_crc(job->buf, job->hdr_len, data, job->len);
+    gw_jrec_set_crc(job->buf, crc);
     job->seg = j->w.seg;
     rc = gw_jseg_append(&j->w, job->buf, job->hdr_len, data, job->len,
                         &job->off);
@@ -344,6 +349,12 @@ journal_main(void *arg)
                  * a block per acknowledgement. */
                 j->awaited = j->awaited || job->payload != NULL;
                 gw_actions_push(&j->unwritten, job);
+                /* A payload written straight from memory took every
+                 * record before it along: what needs no sync is reported
+                 * now, not after the rest of the turn's writes (the
+                 * producer's next PUTs come only after its PUT_OKs). */
+                if (!want_sync && j->w.written == j->w.size)
+                    complete_unwritten(j, 0);
                 continue;
             case GW_ACT_JOURNAL_READ:
                 j->done(j->arg, job, do_read(j, job));

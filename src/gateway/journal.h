@@ -4,13 +4,16 @@
  * and the file of the queue topology.  It carries out GW_ACT_JOURNAL_*
  * actions in order, off the event loops and without the broker's lock:
  *
- * - APPEND adds a record (header, with its CRC taken here, then the
+ * - APPEND adds a record (header, with its CRC finished here, then the
  *   payload if any) to the active segment (journal_segment.h: block
  *   writes, O_DIRECT), rolling to a new segment past the segment size.
  *   The appends of one turn of the thread are written together; those
  *   that ask for it are synced (fdatasync) before they complete: one sync
  *   covers every append before it (group commit), and at most batch_ms
- *   after any append the journal is synced anyway.
+ *   after any append the journal is synced anyway.  Until a turn asks for
+ *   a sync, a payload written straight from memory completes at once with
+ *   every append before it (their bytes went out in its write): the
+ *   PUT_OKs of batch queues do not wait for the rest of the turn.
  * - READ reads bytes back (a payload to deliver).
  * - DROP deletes a segment; TOPOLOGY replaces the topology file (write,
  *   fsync, rename, fsync of the directory).

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "config.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include <scimq/error.h>
@@ -12,12 +13,21 @@
 #define TARGET_LEN 20u /* queue id u64, message id u64, attempt u32 */
 #define BLOCK_LEN 12u  /* name length u32 + data length u64 */
 
-/* The layout r is written in: format 2's (no MSG flags) or 3's. */
+/* The layout r is written in: the one it names (2, 3 or 4), or this
+ * gateway's (0). */
 static uint8_t
 format_of(const struct gw_jrec *r)
 {
-    return r->format == GW_JREC_FORMAT_MIN ? GW_JREC_FORMAT_MIN
-                                           : GW_JREC_FORMAT;
+    return r->format >= GW_JREC_FORMAT_MIN && r->format <= GW_JREC_FORMAT
+               ? r->format
+               : GW_JREC_FORMAT;
+}
+
+/* The prefix's layout byte for a format: 0 for format 2 (which had none). */
+static uint8_t
+layout_byte(uint8_t format)
+{
+    return format == GW_JREC_FORMAT_MIN ? 0 : format;
 }
 
 /* Bytes of a MSG record's flags field in that format. */
@@ -70,7 +80,7 @@ gw_jrec_encode(const struct gw_jrec *r, uint8_t *buf)
     wire_put32(buf + 12, (uint32_t) flen);
     wire_put32(buf + 16, 0);
     buf[20] = (uint8_t) r->type;
-    buf[21] = format_of(r) == GW_JREC_FORMAT_MIN ? 0 : GW_JREC_FORMAT;
+    buf[21] = layout_byte(format_of(r));
     buf[22] = buf[23] = 0;
     switch (r->type) {
     case GW_JREC_MSG:
@@ -116,15 +126,33 @@ gw_jrec_encode(const struct gw_jrec *r, uint8_t *buf)
     }
 }
 
+bool
+gw_jrec_crc_data_first(uint8_t format)
+{
+    return format >= 4;
+}
+
 uint32_t
 gw_jrec_crc(const uint8_t *hdr, size_t hdr_len, const void *data,
             uint64_t data_len)
 {
-    uint32_t crc = scimq_proto_crc32c(0, hdr + GW_JREC_PREFIX_LEN,
-                                      hdr_len - GW_JREC_PREFIX_LEN);
+    uint8_t format = hdr[21] == 0 ? GW_JREC_FORMAT_MIN : hdr[21];
+    uint32_t crc;
 
+    if (gw_jrec_crc_data_first(format))
+        return gw_jrec_crc_fields(
+            hdr, hdr_len, scimq_proto_crc32c(0, data, (size_t) data_len));
+    crc = scimq_proto_crc32c(0, hdr + GW_JREC_PREFIX_LEN,
+                             hdr_len - GW_JREC_PREFIX_LEN);
     return data_len > 0 ? scimq_proto_crc32c(crc, data, (size_t) data_len)
                         : crc;
+}
+
+uint32_t
+gw_jrec_crc_fields(const uint8_t *hdr, size_t hdr_len, uint32_t data_crc)
+{
+    return scimq_proto_crc32c(data_crc, hdr + GW_JREC_PREFIX_LEN,
+                              hdr_len - GW_JREC_PREFIX_LEN);
 }
 
 void
@@ -150,8 +178,8 @@ gw_jrec_prefix(const uint8_t prefix[GW_JREC_PREFIX_LEN], uint64_t *body_len,
                uint32_t *flen, uint32_t *crc, uint8_t *type, uint8_t *format)
 {
     if (wire_get32(prefix) != GW_JREC_MAGIC ||
-        (prefix[21] != 0 && prefix[21] != GW_JREC_FORMAT) || prefix[22] ||
-        prefix[23])
+        (prefix[21] != 0 && (prefix[21] < 3 || prefix[21] > GW_JREC_FORMAT)) ||
+        prefix[22] || prefix[23])
         return SCIMQ_EPROTO;
     *format = prefix[21] == 0 ? GW_JREC_FORMAT_MIN : prefix[21];
     *body_len = wire_get64(prefix + 4);

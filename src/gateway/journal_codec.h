@@ -6,13 +6,18 @@
  *
  *   prefix (24 B)  magic "SCJR" u32 | body length u64 | fields length u32 |
  *                  CRC32C of the body u32 | type u8 | layout u8 + 2 zero
- *                  bytes (layout: 0 = a record of format 2, 3 = of format
- *                  3; a segment may hold both: a journal of format 2 goes
- *                  on with records of format 3)
+ *                  bytes (layout: 0 = a record of format 2, 3 or 4 = of
+ *                  that format; a segment may hold several: an older
+ *                  journal goes on with records of this gateway's format)
  *   body           fields (fields length bytes) then data (MSG only)
  *
  * big-endian like SciMP.  The CRC covers the whole body, data included,
- * so a torn or damaged record is found wherever it is cut.  Fields:
+ * so a torn or damaged record is found wherever it is cut.  Formats 2 and
+ * 3 take it over the fields, then the data; format 4 over the data, then
+ * the fields (the same for records without data): the data's CRC is then
+ * the one the gateway took while the payload arrived (the decoder's, see
+ * scimq_proto_decoder_set_payload_crc), and the journal thread only adds
+ * the fields.  Fields:
  *
  *   MSG      payload id u64, flags u16 (format 3 only: GW_JREC_F_*),
  *            targets u16 (0: a spill of memory queues'
@@ -41,6 +46,7 @@
 #ifndef SCIMQ_GATEWAY_JOURNAL_CODEC_H
 #define SCIMQ_GATEWAY_JOURNAL_CODEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,10 +54,11 @@
 #define GW_JREC_PREFIX_LEN 24u
 /*
  * The record layout's version, kept in the topology file.  History: 2 =
- * first journal; 3 = MSG records carry flags (control messages).  This
- * gateway reads both and writes 3.
+ * first journal; 3 = MSG records carry flags (control messages); 4 = the
+ * CRC is taken over the data first.  This gateway reads all three and
+ * writes 4.
  */
-#define GW_JREC_FORMAT 3
+#define GW_JREC_FORMAT 4
 #define GW_JREC_FORMAT_MIN 2
 /* MSG flags: the payload is a control message's (bcast.h). */
 #define GW_JREC_F_CONTROL 0x0001u
@@ -100,7 +107,7 @@ struct gw_jrec {
 };
 
 /* Bytes of prefix + fields of r (data not included).  Encoding writes
- * r->format's layout: set it to GW_JREC_FORMAT (0 means that too). */
+ * r->format's layout (2, 3 or 4; 0 means GW_JREC_FORMAT). */
 size_t gw_jrec_header_len(const struct gw_jrec *r);
 /*
  * Writes prefix and fields into buf (gw_jrec_header_len bytes).  The CRC
@@ -113,13 +120,19 @@ void gw_jrec_encode(const struct gw_jrec *r, uint8_t *buf);
  * GW_JREC_MAX_PAD) into buf, CRC included.
  */
 void gw_jrec_pad(uint8_t *buf, size_t len);
-/* CRC32C of a body: the fields (after the prefix), then data. */
+/* True when records of that format take the CRC over the data first. */
+bool gw_jrec_crc_data_first(uint8_t format);
+/* CRC32C of a body in the order of the format hdr's layout byte names
+ * (gw_jrec_encode has written it). */
 uint32_t gw_jrec_crc(const uint8_t *hdr, size_t hdr_len, const void *data,
                      uint64_t data_len);
+/* Format 4: a body's CRC32C from the CRC32C of its data (0 for none). */
+uint32_t gw_jrec_crc_fields(const uint8_t *hdr, size_t hdr_len,
+                            uint32_t data_crc);
 void gw_jrec_set_crc(uint8_t *hdr, uint32_t crc);
 
 /*
- * Reads a prefix: 0 and the lengths, CRC, type and format (2 or 3), or
+ * Reads a prefix: 0 and the lengths, CRC, type and format (2, 3 or 4), or
  * SCIMQ_EPROTO when it is not one (bad magic, type, layout or lengths).
  */
 int gw_jrec_prefix(const uint8_t prefix[GW_JREC_PREFIX_LEN], uint64_t *body_len,

@@ -67,6 +67,13 @@ struct gw_payload {
     bool spilled;   /* its record was written by a spill (spill_bytes) */
     bool receiving; /* its PUT's bytes are still coming (st->receiving) */
     bool control;   /* a control message's (PUT with BROADCAST; bcast.h) */
+    /* CRC32C of data, taken by the decoder as it arrived (a gateway with a
+     * journal asks for it): it serves the payload's first record only;
+     * records written later (compaction, from data read back) take their
+     * own, so bytes damaged on disk are not sealed with the sum of
+     * others. */
+    bool data_crc_ok;
+    uint32_t data_crc;
     enum gw_payload_journal journal; /* its MSG record */
     uint64_t seg, off;               /* GW_PLJ_DONE: where its data is */
     bool load_queued;                /* waits for memory to load */

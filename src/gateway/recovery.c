@@ -88,8 +88,9 @@ topology_load(const char *dir, struct gw_broker *b, uint64_t *next_qid,
         json_decref(doc);
         return SCIMQ_EIO;
     }
-    /* Records of format 3 follow now: the file must say so, or a gateway
-     * that reads format 2 only would take them for damage and cut them. */
+    /* Records of this gateway's format follow now: the file must say so,
+     * or a gateway that reads only older ones would take them for damage
+     * and cut them. */
     *older_p = format < GW_JREC_FORMAT;
     *next_qid = (uint64_t) json_integer_value(json_object_get(doc, "next_qid"));
     queues = json_object_get(doc, "queues");
@@ -285,6 +286,7 @@ scan_segment(struct model *m, const char *dir, uint64_t seg, uint8_t *chunk,
         uint64_t body, data, left;
         uint32_t flen, crc, got;
         uint8_t type, format;
+        bool data_first;
         struct gw_jrec r;
 
         if (size - off < GW_JREC_PREFIX_LEN ||
@@ -293,8 +295,10 @@ scan_segment(struct model *m, const char *dir, uint64_t seg, uint8_t *chunk,
             body > size - off - GW_JREC_PREFIX_LEN ||
             read_full(fd, fields, flen) != 0)
             break;
-        /* The body's CRC, data streamed through chunk. */
-        got = scimq_proto_crc32c(0, fields, flen);
+        /* The body's CRC, data streamed through chunk, in the order of
+         * the record's format (journal_codec.h). */
+        data_first = gw_jrec_crc_data_first(format);
+        got = data_first ? 0 : scimq_proto_crc32c(0, fields, flen);
         data = body - flen;
         for (left = data; left > 0;) {
             size_t n = left < SCAN_CHUNK ? (size_t) left : SCAN_CHUNK;
@@ -304,6 +308,8 @@ scan_segment(struct model *m, const char *dir, uint64_t seg, uint8_t *chunk,
             got = scimq_proto_crc32c(got, chunk, n);
             left -= n;
         }
+        if (data_first)
+            got = scimq_proto_crc32c(got, fields, flen);
         if (left != 0 || got != crc ||
             gw_jrec_fields(type, format, fields, flen, body, &r) != 0)
             break;

@@ -212,6 +212,7 @@ handle_put(struct gw_conn *c, const scimq_proto_frame_t *f)
     struct gw_hub *hub = &c->gw->hub;
     struct gw_payload *pl = c->pl;
     uint64_t msg_id = 0;
+    uint32_t data_crc;
     bool deferred = false;
     int rc = c->put_err;
 
@@ -229,8 +230,11 @@ handle_put(struct gw_conn *c, const scimq_proto_frame_t *f)
             rc = SCIMQ_ENOSPC;
         }
     }
+    /* The decoder took the payload's CRC for the journal (conn.c). */
+    data_crc = scimq_proto_decoder_payload_crc(c->dec);
     if (rc == 0)
-        rc = gw_hub_put_commit(hub, c->host->index, c->id, f, pl, &msg_id,
+        rc = gw_hub_put_commit(hub, c->host->index, c->id, f, pl,
+                               hub->journal != NULL ? &data_crc : NULL, &msg_id,
                                &deferred);
     if (rc != 0) {
         gw_conn_send_error(c, f->request_id, rc,

@@ -328,6 +328,14 @@ gw_store_msg_header(const struct gw_payload *pl,
     return buf;
 }
 
+void
+gw_store_give_crc(struct gw_payload *pl, struct gw_action *a)
+{
+    a->data_crc_ok = pl->data_crc_ok;
+    a->data_crc = pl->data_crc;
+    pl->data_crc_ok = false;
+}
+
 static void
 spill_append(struct gw_store *st, struct gw_payload *pl, struct gw_actions *out)
 {
@@ -338,6 +346,7 @@ spill_append(struct gw_store *st, struct gw_payload *pl, struct gw_actions *out)
     a->payload = pl;
     a->payload_id = pl->id;
     a->len = pl->len;
+    gw_store_give_crc(pl, a);
     /* Being moved by compaction, it keeps its old copy until this one is
      * in; otherwise it is not in a segment until then. */
     if (!pl->moving) {

@@ -103,6 +103,9 @@ void gw_store_spilled(struct gw_store *st, struct gw_payload *pl, uint64_t seg,
 uint8_t *gw_store_msg_header(const struct gw_payload *pl,
                              const struct gw_jrec_target *targets, uint16_t n,
                              uint32_t *len);
+/* Hands the CRC taken as pl arrived to a, its first record's append (the
+ * payload keeps it no longer: see records.h). */
+void gw_store_give_crc(struct gw_payload *pl, struct gw_action *a);
 /* Compaction: writes a spilled payload's record again (pl->moving set). */
 void gw_store_respill(struct gw_store *st, struct gw_payload *pl,
                       struct gw_actions *out);

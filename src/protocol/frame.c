@@ -288,7 +288,8 @@ struct scimq_proto_decoder {
     bool payload_owned;
     bool discard;
     uint64_t payload_have;
-    uint32_t crc; /* running CRC32C of the payload */
+    uint32_t crc;    /* running CRC32C of the payload */
+    bool crc_always; /* take it without DATASUM too (set_payload_crc) */
     uint8_t trailer[SCIMQ_PROTO_TRAILER_LEN];
     uint32_t trailer_have;
 
@@ -697,7 +698,7 @@ scimq_proto_decoder_advance(scimq_proto_decoder_t *dec, size_t n)
         const uint8_t *at =
             dec->discard ? dec->scratch : dec->payload + dec->payload_have;
 
-        if (dec->frame.flags & SCIMQ_PROTO_F_DATASUM)
+        if ((dec->frame.flags & SCIMQ_PROTO_F_DATASUM) || dec->crc_always)
             dec->crc = scimq_proto_crc32c(dec->crc, at, in_payload);
         dec->payload_have += in_payload;
         n -= in_payload;
@@ -730,6 +731,18 @@ scimq_proto_decoder_advance(scimq_proto_decoder_t *dec, size_t n)
         break;
     }
     return fail(dec, SCIMQ_EBUG);
+}
+
+void
+scimq_proto_decoder_set_payload_crc(scimq_proto_decoder_t *dec, int on)
+{
+    dec->crc_always = on != 0;
+}
+
+uint32_t
+scimq_proto_decoder_payload_crc(const scimq_proto_decoder_t *dec)
+{
+    return dec->crc;
 }
 
 int

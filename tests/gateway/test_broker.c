@@ -132,7 +132,8 @@ put_flags(uint64_t conn, const char *queue, uint64_t len, uint8_t fill,
     if (rc != 0)
         return rc;
     memset(pl->data, fill, len);
-    rc = gw_broker_put_commit(b, now, conn, 0, &f, pl, &id, &deferred, &out);
+    rc = gw_broker_put_commit(b, now, conn, 0, &f, pl, NULL, &id, &deferred,
+                              &out);
     CU_ASSERT(deferred == b->j.on); /* durable queues wait for it */
     return rc;
 }
@@ -811,8 +812,8 @@ put_append(const char *queue, bool *deferred)
     drop_all();
     CU_ASSERT_FATAL(gw_broker_put_begin(b, now, 10, 0, &f, &pl, &out) == 0);
     memset(pl->data, 7, 4 * KiB);
-    CU_ASSERT_FATAL(
-        gw_broker_put_commit(b, now, 10, 0, &f, pl, &id, deferred, &out) == 0);
+    CU_ASSERT_FATAL(gw_broker_put_commit(b, now, 10, 0, &f, pl, NULL, &id,
+                                         deferred, &out) == 0);
     for (struct gw_action *a; (a = gw_actions_pop(&out)) != NULL;) {
         if (a->kind == GW_ACT_JOURNAL_APPEND) {
             found = a->sync;
@@ -1000,7 +1001,7 @@ test_receiving_share(void)
               SCIMQ_EAGAIN);
     CU_ASSERT(b->store.c.receiving_waits == 1 && b->store.n_parked == 1);
     CU_ASSERT(gw_pool_used(&b->store.pool) == 3 * MiB);
-    CU_ASSERT(gw_broker_put_commit(b, now, 10, 0, &f1, p1, &id, &deferred,
+    CU_ASSERT(gw_broker_put_commit(b, now, 10, 0, &f1, p1, NULL, &id, &deferred,
                                    &out) == 0);
     CU_ASSERT(b->store.receiving == 0);
     r = next(GW_ACT_RESUME);

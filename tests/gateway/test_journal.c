@@ -88,7 +88,15 @@ decode(const uint8_t *buf, size_t len, struct gw_jrec *r)
         return rc;
     if (body != len - GW_JREC_PREFIX_LEN)
         return SCIMQ_EPROTO;
-    if (scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN, (size_t) body) != crc)
+    /* The CRC's order, by hand: formats 2 and 3 the body as it lies,
+     * format 4 the data, then the fields. */
+    if ((format >= 4
+             ? scimq_proto_crc32c(
+                   scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN + flen,
+                                      (size_t) (body - flen)),
+                   buf + GW_JREC_PREFIX_LEN, flen)
+             : scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN,
+                                  (size_t) body)) != crc)
         return SCIMQ_EPROTO_DATASUM;
     return gw_jrec_fields(type, format, buf + GW_JREC_PREFIX_LEN, flen, body,
                           r);
@@ -98,13 +106,19 @@ decode(const uint8_t *buf, size_t len, struct gw_jrec *r)
 static void
 reseal(uint8_t *buf, size_t len)
 {
-    gw_jrec_set_crc(buf, gw_jrec_crc(buf, len, NULL, 0));
+    /* fields length: u32 at 12, big-endian */
+    size_t hlen =
+        GW_JREC_PREFIX_LEN + ((size_t) buf[12] << 24 | (size_t) buf[13] << 16 |
+                              (size_t) buf[14] << 8 | buf[15]);
+
+    gw_jrec_set_crc(buf, gw_jrec_crc(buf, hlen, buf + hlen, len - hlen));
 }
 
 /*
- * Format 3 MSG records carry flags (a control message's payload); format 2
- * ones, still read, have none.  The layout byte of the prefix tells them
- * apart, so that one segment may hold both.
+ * Format 3 and 4 MSG records carry flags (a control message's payload);
+ * format 2 ones, still read, have none.  Format 4 takes the CRC over the
+ * data first.  The layout byte of the prefix tells them apart, so that
+ * one segment may hold all three.
  */
 static void
 test_codec_formats(void)
@@ -117,12 +131,16 @@ test_codec_formats(void)
 
     r.flags = GW_JREC_F_CONTROL;
     buf = encode(&r, "HEAD", &len);
-    CU_ASSERT(buf[20] == GW_JREC_MSG && buf[21] == 3);
+    CU_ASSERT(buf[20] == GW_JREC_MSG && buf[21] == 4);
     /* payload id u64, then flags u16 */
     CU_ASSERT(buf[GW_JREC_PREFIX_LEN + 8] == 0 &&
               buf[GW_JREC_PREFIX_LEN + 9] == 1);
     CU_ASSERT_FATAL(decode(buf, len, &d) == 0);
-    CU_ASSERT(d.format == 3 && d.flags == GW_JREC_F_CONTROL);
+    CU_ASSERT(d.format == 4 && d.flags == GW_JREC_F_CONTROL);
+    /* Its CRC from the data's, as the journal thread finishes it. */
+    CU_ASSERT(
+        gw_jrec_crc_fields(buf, len - 4, scimq_proto_crc32c(0, "HEAD", 4)) ==
+        gw_jrec_crc(buf, len - 4, "HEAD", 4));
     CU_ASSERT(d.payload_id == 42 && d.n_targets == 1 && d.data_len == 4);
     CU_ASSERT(gw_jrec_target_at(&d, 0).msg_id == 100);
     CU_ASSERT(gw_jrec_target_at(&d, 0).attempt == 1);
@@ -133,9 +151,25 @@ test_codec_formats(void)
     CU_ASSERT(decode(buf, len, &d) == SCIMQ_EPROTO);
     /* An unknown layout byte: not a record. */
     buf[GW_JREC_PREFIX_LEN + 9] = 0x01;
-    buf[21] = 4;
+    buf[21] = GW_JREC_FORMAT + 1;
     reseal(buf, len);
     CU_ASSERT(decode(buf, len, &d) == SCIMQ_EPROTO);
+    buf[21] = 1;
+    CU_ASSERT(decode(buf, len, &d) == SCIMQ_EPROTO);
+    free(buf);
+
+    /* Format 3: the same fields, the CRC over the fields first. */
+    r.format = 3;
+    buf = encode(&r, "HEAD", &len);
+    CU_ASSERT(buf[21] == 3);
+    CU_ASSERT_FATAL(decode(buf, len, &d) == 0);
+    CU_ASSERT(d.format == 3 && d.flags == GW_JREC_F_CONTROL);
+    CU_ASSERT(gw_jrec_crc(buf, len - 4, "HEAD", 4) ==
+              scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN,
+                                 len - GW_JREC_PREFIX_LEN));
+    /* Read as format 4 its CRC does not hold. */
+    buf[21] = 4;
+    CU_ASSERT(decode(buf, len, &d) == SCIMQ_EPROTO_DATASUM);
 
     /* The same record in format 2: two bytes shorter, layout byte 0, and
      * decoded without flags. */
@@ -143,6 +177,9 @@ test_codec_formats(void)
     buf2 = encode(&r, "HEAD", &len2);
     CU_ASSERT(len2 + 2 == len);
     CU_ASSERT(buf2[21] == 0);
+    CU_ASSERT(gw_jrec_crc(buf2, len2 - 4, "HEAD", 4) ==
+              scimq_proto_crc32c(0, buf2 + GW_JREC_PREFIX_LEN,
+                                 len2 - GW_JREC_PREFIX_LEN));
     /* payload id u64, then the target count u16 at once */
     CU_ASSERT(buf2[GW_JREC_PREFIX_LEN + 8] == 0 &&
               buf2[GW_JREC_PREFIX_LEN + 9] == 1);
@@ -164,7 +201,7 @@ test_codec_formats(void)
     buf = encode(&r, NULL, &len);
     r.format = GW_JREC_FORMAT;
     buf2 = encode(&r, NULL, &len2);
-    CU_ASSERT(len == len2 && buf[21] == 0 && buf2[21] == 3);
+    CU_ASSERT(len == len2 && buf[21] == 0 && buf2[21] == GW_JREC_FORMAT);
     CU_ASSERT_FATAL(decode(buf, len, &d) == 0);
     CU_ASSERT(d.one.qid == 3 && d.one.msg_id == 77);
     free(buf2);
@@ -376,13 +413,13 @@ test_recovery(void)
     CU_ASSERT(!queue_named(b, "copy")->ready->payload->control);
     CU_ASSERT(gw_pool_used(&b->store.pool) == 0);
     /* Both segments hold live payloads: none is dropped.  The topology
-     * file said format 2: it is written again, saying 3. */
+     * file said format 2: it is written again, saying 4. */
     while ((a = gw_actions_pop(&out)) != NULL) {
         drops += a->kind == GW_ACT_JOURNAL_DROP;
         if (a->kind == GW_ACT_JOURNAL_TOPOLOGY) {
             topo_rewrites++;
             CU_ASSERT(a->text != NULL &&
-                      strstr(a->text, "\"version\":3") != NULL);
+                      strstr(a->text, "\"version\":4") != NULL);
         }
         gw_action_free(a);
     }

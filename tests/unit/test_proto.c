@@ -2913,6 +2913,91 @@ test_chunked(void)
     free(buf);
 }
 
+/* Decodes buf (one PUT) in chunks of chunk bytes, by feed or by iovec,
+ * into dest; returns the decoder's payload CRC at FRAME_DONE. */
+static uint32_t
+payload_crc_of(const uint8_t *buf, size_t len, size_t chunk, bool via_iov,
+               bool always, uint8_t *dest, size_t cap)
+{
+    scimq_proto_decoder_t *dec = decoder_new(NULL);
+    size_t off = 0;
+    int rc = SCIMQ_PROTO_NEED_MORE;
+    uint32_t crc;
+
+    scimq_proto_decoder_set_payload_crc(dec, always);
+    while (off < len && rc >= 0 && rc != SCIMQ_PROTO_FRAME_DONE) {
+        size_t n = len - off < chunk ? len - off : chunk, used = 0;
+
+        if (via_iov) {
+            struct iovec iov[2];
+            size_t niov = scimq_proto_decoder_iov(dec, iov, 2);
+
+            for (size_t i = 0; i < niov && used < n; i++) {
+                size_t k =
+                    n - used < iov[i].iov_len ? n - used : iov[i].iov_len;
+
+                memcpy(iov[i].iov_base, buf + off + used, k);
+                used += k;
+            }
+            rc = scimq_proto_decoder_advance(dec, used);
+        } else {
+            rc = scimq_proto_decoder_feed(dec, buf + off, n, &used);
+        }
+        off += used;
+        if (rc == SCIMQ_PROTO_HEADER_READY) {
+            CU_ASSERT_EQUAL(scimq_proto_decoder_set_payload(dec, dest, cap), 0);
+            rc = SCIMQ_PROTO_NEED_MORE;
+        }
+    }
+    CU_ASSERT_EQUAL(rc, SCIMQ_PROTO_FRAME_DONE);
+    crc = scimq_proto_decoder_payload_crc(dec);
+    scimq_proto_decoder_destroy(dec);
+    return crc;
+}
+
+/*
+ * set_payload_crc: the payload's CRC32C, taken as it arrives, with or
+ * without DATASUM, whatever the chunks; without it and without DATASUM, 0.
+ */
+static void
+test_payload_crc(void)
+{
+    static const uint16_t flag_sets[] = {0, SCIMQ_PROTO_F_DATASUM};
+    scimq_proto_block_t blocks[TEST_BLOCKS];
+    scimq_proto_frame_t f;
+    uint8_t *buf, dest[BLOCK0_LEN + BLOCK1_LEN];
+    static const size_t chunks[] = {1, 7, 64, 100000};
+    size_t len;
+
+    for (size_t k = 0; k < 2; k++) {
+        uint32_t want;
+
+        build_frame(SCIMQ_PROTO_OP_PUT, flag_sets[k], &f, blocks);
+        buf = encode(&f, &len);
+        for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+            for (int via_iov = 0; via_iov < 2; via_iov++) {
+                memset(dest, 0, sizeof(dest));
+                CU_ASSERT_EQUAL(payload_crc_of(buf, len, chunks[c],
+                                               via_iov != 0, true, dest,
+                                               sizeof(dest)),
+                                scimq_proto_crc32c(0, dest, sizeof(dest)));
+                want = flag_sets[k] != 0
+                           ? scimq_proto_crc32c(0, dest, sizeof(dest))
+                           : 0;
+                CU_ASSERT_EQUAL(payload_crc_of(buf, len, chunks[c],
+                                               via_iov != 0, false, dest,
+                                               sizeof(dest)),
+                                want);
+            }
+        }
+        /* The bytes are the frame's (not zeros): the CRC is not of
+         * nothing. */
+        CU_ASSERT_NOT_EQUAL(scimq_proto_crc32c(0, dest, sizeof(dest)),
+                            scimq_proto_crc32c(0, NULL, 0));
+        free(buf);
+    }
+}
+
 static void
 test_advance_misuse(void)
 {
@@ -3194,6 +3279,8 @@ static const struct scimq_cunit_test misc_tests[] = {
     {"encoder errors", test_encode_errors, 1},
     {"encoder buffers, sizes and zero-copy iovecs", test_encode_buffers, 1},
     {"chunks of every size, by feed and by iovec", test_chunked, 1},
+    {"the payload's CRC without DATASUM (set_payload_crc)", test_payload_crc,
+     1},
     {"advance without matching iovecs", test_advance_misuse, 1},
     {"request id of the frame in progress", test_request_id, 1},
     {"take_payload hands over ownership", test_take_payload, 1},

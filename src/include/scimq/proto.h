@@ -549,6 +549,24 @@ SCIMQ_EXPORT void scimq_proto_decoder_take_payload(scimq_proto_decoder_t *dec,
                                                    void **buf_p);
 
 /**
+ * Checksums every payload as it arrives (CRC32C, as the DATASUM trailer
+ * defines it), in frames without DATASUM too: a receiver that needs the
+ * sum anyway (the gateway's journal records carry one) takes it while the
+ * bytes are still in the cache instead of reading the payload again.
+ * Off by default; stays set until changed.
+ */
+SCIMQ_EXPORT void
+scimq_proto_decoder_set_payload_crc(scimq_proto_decoder_t *dec, int on);
+
+/**
+ * After FRAME_DONE: the CRC32C of the frame's payload bytes, when the frame
+ * had DATASUM (then it matched the trailer) or set_payload_crc() is on;
+ * otherwise 0.  Valid until the next frame starts.
+ */
+SCIMQ_EXPORT uint32_t
+scimq_proto_decoder_payload_crc(const scimq_proto_decoder_t *dec);
+
+/**
  * The frame being decoded: header fields and args after HEADER_READY (or
  * FRAME_DONE), block data pointers once the payload has a destination.
  * Names and strings point into the decoder and stay valid until the next
