@@ -2859,78 +2859,25 @@ test_encode_buffers(void)
  * iovecs limited to the chunk (a short readv()), so that chunk edges fall
  * on every byte, including inside the payload/trailer boundary.
  */
-static void
-test_chunked(void)
+/*
+ * Decodes buf (one frame) in chunks of chunk bytes into dest, by feed or
+ * by iovec (at most iov_max at a time); returns the last result, and in
+ * *off_p the bytes taken.
+ */
+static int
+decode_in_chunks(scimq_proto_decoder_t *dec, const uint8_t *buf, size_t len,
+                 size_t chunk, bool via_iov, size_t iov_max, uint8_t *dest,
+                 size_t cap, size_t *off_p)
 {
-    scimq_proto_block_t blocks[TEST_BLOCKS];
-    scimq_proto_frame_t f;
-    uint8_t *buf, dest[BLOCK0_LEN + BLOCK1_LEN];
-    size_t len;
-
-    build_frame(SCIMQ_PROTO_OP_PUT, SCIMQ_PROTO_F_DATASUM, &f, blocks);
-    buf = encode(&f, &len);
-    for (size_t chunk = 1; chunk <= len; chunk++) {
-        for (unsigned int via_iov = 0; via_iov < 2; via_iov++) {
-            scimq_proto_decoder_t *dec = decoder_new(NULL);
-            size_t off = 0;
-            int rc = SCIMQ_PROTO_NEED_MORE;
-
-            while (off < len && rc >= 0 && rc != SCIMQ_PROTO_FRAME_DONE) {
-                size_t n = len - off < chunk ? len - off : chunk;
-                size_t used = 0;
-
-                if (via_iov) {
-                    /* One iovec at a time when chunk is odd. */
-                    struct iovec iov[2];
-                    size_t niov =
-                        scimq_proto_decoder_iov(dec, iov, (chunk & 1) ? 1 : 2);
-
-                    for (size_t i = 0; i < niov && used < n; i++) {
-                        size_t k = n - used < iov[i].iov_len ? n - used
-                                                             : iov[i].iov_len;
-
-                        memcpy(iov[i].iov_base, buf + off + used, k);
-                        used += k;
-                    }
-                    rc = scimq_proto_decoder_advance(dec, used);
-                } else {
-                    rc = scimq_proto_decoder_feed(dec, buf + off, n, &used);
-                }
-                off += used;
-                if (rc == SCIMQ_PROTO_HEADER_READY) {
-                    CU_ASSERT_EQUAL(scimq_proto_decoder_set_payload(
-                                        dec, dest, sizeof(dest)),
-                                    0);
-                    rc = SCIMQ_PROTO_NEED_MORE;
-                }
-            }
-            CU_ASSERT_EQUAL(rc, SCIMQ_PROTO_FRAME_DONE);
-            CU_ASSERT_EQUAL(off, len);
-            check_frame(&f, scimq_proto_decoder_frame(dec));
-            scimq_proto_decoder_destroy(dec);
-        }
-    }
-    free(buf);
-}
-
-/* Decodes buf (one PUT) in chunks of chunk bytes, by feed or by iovec,
- * into dest; returns the decoder's payload CRC at FRAME_DONE. */
-static uint32_t
-payload_crc_of(const uint8_t *buf, size_t len, size_t chunk, bool via_iov,
-               bool always, uint8_t *dest, size_t cap)
-{
-    scimq_proto_decoder_t *dec = decoder_new(NULL);
     size_t off = 0;
     int rc = SCIMQ_PROTO_NEED_MORE;
-    uint32_t crc;
 
-    scimq_proto_decoder_set_payload_crc(dec, always);
     while (off < len && rc >= 0 && rc != SCIMQ_PROTO_FRAME_DONE) {
         size_t n = len - off < chunk ? len - off : chunk, used = 0;
 
         if (via_iov) {
             struct iovec iov[2];
-            size_t niov = scimq_proto_decoder_iov(dec, iov, 2);
+            size_t niov = scimq_proto_decoder_iov(dec, iov, iov_max);
 
             for (size_t i = 0; i < niov && used < n; i++) {
                 size_t k =
@@ -2949,7 +2896,51 @@ payload_crc_of(const uint8_t *buf, size_t len, size_t chunk, bool via_iov,
             rc = SCIMQ_PROTO_NEED_MORE;
         }
     }
-    CU_ASSERT_EQUAL(rc, SCIMQ_PROTO_FRAME_DONE);
+    *off_p = off;
+    return rc;
+}
+
+static void
+test_chunked(void)
+{
+    scimq_proto_block_t blocks[TEST_BLOCKS];
+    scimq_proto_frame_t f;
+    uint8_t *buf, dest[BLOCK0_LEN + BLOCK1_LEN];
+    size_t len;
+
+    build_frame(SCIMQ_PROTO_OP_PUT, SCIMQ_PROTO_F_DATASUM, &f, blocks);
+    buf = encode(&f, &len);
+    for (size_t chunk = 1; chunk <= len; chunk++) {
+        for (unsigned int via_iov = 0; via_iov < 2; via_iov++) {
+            scimq_proto_decoder_t *dec = decoder_new(NULL);
+            size_t off;
+            /* One iovec at a time when chunk is odd. */
+            int rc =
+                decode_in_chunks(dec, buf, len, chunk, via_iov != 0,
+                                 (chunk & 1) ? 1 : 2, dest, sizeof(dest), &off);
+
+            CU_ASSERT_EQUAL(rc, SCIMQ_PROTO_FRAME_DONE);
+            CU_ASSERT_EQUAL(off, len);
+            check_frame(&f, scimq_proto_decoder_frame(dec));
+            scimq_proto_decoder_destroy(dec);
+        }
+    }
+    free(buf);
+}
+
+/* Decodes buf (one PUT) in chunks; the decoder's payload CRC at the end. */
+static uint32_t
+payload_crc_of(const uint8_t *buf, size_t len, size_t chunk, bool via_iov,
+               bool always, uint8_t *dest, size_t cap)
+{
+    scimq_proto_decoder_t *dec = decoder_new(NULL);
+    size_t off;
+    uint32_t crc;
+
+    scimq_proto_decoder_set_payload_crc(dec, always);
+    CU_ASSERT_EQUAL(
+        decode_in_chunks(dec, buf, len, chunk, via_iov, 2, dest, cap, &off),
+        SCIMQ_PROTO_FRAME_DONE);
     crc = scimq_proto_decoder_payload_crc(dec);
     scimq_proto_decoder_destroy(dec);
     return crc;
