@@ -30,6 +30,13 @@ layout_byte(uint8_t format)
     return format == GW_JREC_FORMAT_MIN ? 0 : format;
 }
 
+/* The format a prefix's layout byte names (layout_byte() undone). */
+static uint8_t
+layout_format(uint8_t layout)
+{
+    return layout == 0 ? GW_JREC_FORMAT_MIN : layout;
+}
+
 /* Bytes of a MSG record's flags field in that format. */
 static size_t
 flags_len(uint8_t format)
@@ -136,10 +143,9 @@ uint32_t
 gw_jrec_crc(const uint8_t *hdr, size_t hdr_len, const void *data,
             uint64_t data_len)
 {
-    uint8_t format = hdr[21] == 0 ? GW_JREC_FORMAT_MIN : hdr[21];
     uint32_t crc;
 
-    if (gw_jrec_crc_data_first(format))
+    if (gw_jrec_crc_data_first(layout_format(hdr[21])))
         return gw_jrec_crc_fields(
             hdr, hdr_len, scimq_proto_crc32c(0, data, (size_t) data_len));
     crc = scimq_proto_crc32c(0, hdr + GW_JREC_PREFIX_LEN,
@@ -181,7 +187,7 @@ gw_jrec_prefix(const uint8_t prefix[GW_JREC_PREFIX_LEN], uint64_t *body_len,
         (prefix[21] != 0 && (prefix[21] < 3 || prefix[21] > GW_JREC_FORMAT)) ||
         prefix[22] || prefix[23])
         return SCIMQ_EPROTO;
-    *format = prefix[21] == 0 ? GW_JREC_FORMAT_MIN : prefix[21];
+    *format = layout_format(prefix[21]);
     *body_len = wire_get64(prefix + 4);
     *flen = wire_get32(prefix + 12);
     *crc = wire_get32(prefix + 16);

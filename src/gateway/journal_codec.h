@@ -19,7 +19,7 @@
  * scimq_proto_decoder_set_payload_crc), and the journal thread only adds
  * the fields.  Fields:
  *
- *   MSG      payload id u64, flags u16 (format 3 only: GW_JREC_F_*),
+ *   MSG      payload id u64, flags u16 (formats 3 and 4: GW_JREC_F_*),
  *            targets u16 (0: a spill of memory queues'
  *            payload, skipped by recovery), then per target: queue id u64,
  *            message id u64, attempt u32; blocks u32, then per block: name
