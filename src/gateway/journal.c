@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "journal.h"
 #include "journal_codec.h"
+#include "journal_reaper.h"
 #include "journal_segment.h"
 #include "records.h"
 
@@ -36,6 +37,9 @@ struct gw_journal {
     pthread_cond_t cond;
     struct gw_actions jobs;
     bool stop;
+    struct gw_jreaper *reaper;     /* deletes dropped segments, in order */
+    uint64_t first_seg;            /* the first segment this run writes */
+    bool spare[GW_JOURNAL_SPARES]; /* spare file i exists */
     /* Thread-only state. */
     struct gw_jseg w;  /* the active segment (w.fd -1 before the first) */
     uint64_t next_seg; /* number of the next segment opened */
@@ -53,6 +57,20 @@ gw_journal_segment_path(const char *dir, uint64_t seg, char *buf, size_t len)
     snprintf(buf, len, "%s/%016" PRIx64 ".seg", dir, seg);
 }
 
+static void
+spare_path(const char *dir, unsigned int i, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%u" GW_JOURNAL_SPARE_SUFFIX, dir, i);
+}
+
+static bool
+has_suffix(const char *name, const char *suffix)
+{
+    size_t n = strlen(name), k = strlen(suffix);
+
+    return n >= k && strcmp(name + n - k, suffix) == 0;
+}
+
 int
 gw_journal_clear(const char *dir)
 {
@@ -63,11 +81,11 @@ gw_journal_clear(const char *dir)
     if (d == NULL)
         return scimq__err_from_errno(errno);
     while ((e = readdir(d)) != NULL) {
-        size_t n = strlen(e->d_name);
         char path[PATH_MAX];
 
         if (strcmp(e->d_name, GW_JOURNAL_TOPOLOGY_FILE) != 0 &&
-            (n < 4 || strcmp(e->d_name + n - 4, ".seg") != 0))
+            !has_suffix(e->d_name, ".seg") &&
+            !has_suffix(e->d_name, GW_JOURNAL_SPARE_SUFFIX))
             continue;
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
         if (unlink(path) != 0 && errno != ENOENT)
@@ -147,8 +165,55 @@ fail_segment(struct gw_journal *j, int rc)
     j->unsynced = false;
 }
 
-/* Closes the active segment, synced, and opens the next one, made durable
- * in the directory. */
+/*
+ * Renames a spare file to path, the next segment's: true when one was
+ * there.  Writing over a file whose blocks are allocated and written
+ * already is cheaper than a new one, and a deleted segment's file freed
+ * its blocks (the file system's discard of them, with the "discard"
+ * mount option) on the way.
+ */
+static bool
+spare_take(struct gw_journal *j, const char *path)
+{
+    char from[PATH_MAX];
+
+    for (unsigned int i = 0; i < GW_JOURNAL_SPARES; i++) {
+        if (!j->spare[i])
+            continue;
+        j->spare[i] = false;
+        spare_path(j->dir, i, from, sizeof(from));
+        if (rename(from, path) == 0)
+            return true;
+        SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 10000,
+                         "journal: cannot reuse %s: %s", from, strerror(errno));
+    }
+    return false;
+}
+
+/* Keeps a dropped segment's file as a spare when there is room: only
+ * those this run wrote, whose records all carry their segment's number
+ * (journal_codec.h, format 5). */
+static bool
+spare_keep(struct gw_journal *j, uint64_t seg, const char *path)
+{
+    char to[PATH_MAX];
+
+    if (seg < j->first_seg)
+        return false;
+    for (unsigned int i = 0; i < GW_JOURNAL_SPARES; i++) {
+        if (j->spare[i])
+            continue;
+        spare_path(j->dir, i, to, sizeof(to));
+        if (rename(path, to) != 0)
+            return false;
+        j->spare[i] = true;
+        return true;
+    }
+    return false;
+}
+
+/* Closes the active segment, synced, and opens the next one (in a spare
+ * file when there is one), made durable in the directory. */
 static int
 segment_roll(struct gw_journal *j)
 {
@@ -162,7 +227,7 @@ segment_roll(struct gw_journal *j)
         gw_jseg_close(&j->w);
     }
     gw_journal_segment_path(j->dir, j->next_seg, path, sizeof(path));
-    rc = gw_jseg_open(&j->w, path, j->next_seg);
+    rc = gw_jseg_open(&j->w, path, j->next_seg, spare_take(j, path));
     if (rc != 0)
         return rc;
     j->next_seg++;
@@ -185,9 +250,10 @@ do_append(struct gw_journal *j, struct gw_action *job)
     /* The CRC is finished here, off the broker's lock: from the data's,
      * taken as the payload arrived, or over the data too. */
     if (job->data_crc_ok)
-        crc = gw_jrec_crc_fields(job->buf, job->hdr_len, job->data_crc);
+        crc =
+            gw_jrec_crc_fields(job->buf, job->hdr_len, job->data_crc, j->w.seg);
     else
-        crc = gw_jrec_crc(job->buf, job->hdr_len, data, job->len);
+        crc = gw_jrec_crc(job->buf, job->hdr_len, data, job->len, j->w.seg);
     gw_jrec_set_crc(job->buf, crc);
     job->seg = j->w.seg;
     rc = gw_jseg_append(&j->w, job->buf, job->hdr_len, data, job->len,
@@ -243,7 +309,10 @@ do_drop(struct gw_journal *j, uint64_t seg)
     if (seg == j->w.seg && j->w.fd >= 0)
         return; /* the active one is never dropped */
     gw_journal_segment_path(j->dir, seg, path, sizeof(path));
-    if (unlink(path) != 0 && errno != ENOENT)
+    if (spare_keep(j, seg, path))
+        return;
+    if (gw_jreaper_delete(j->reaper, path) != 0 && unlink(path) != 0 &&
+        errno != ENOENT)
         SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 10000,
                          "cannot delete journal segment %s: %s", path,
                          strerror(errno));
@@ -416,8 +485,19 @@ gw_journal_start(const char *dir, uint64_t first_seg, uint64_t segment_size,
     j->arg = arg;
     j->segment_size = segment_size;
     j->batch_ms = batch_ms;
-    j->next_seg = first_seg;
+    j->next_seg = j->first_seg = first_seg;
+    for (unsigned int i = 0; i < GW_JOURNAL_SPARES; i++) {
+        char path[PATH_MAX];
+
+        spare_path(dir, i, path, sizeof(path));
+        j->spare[i] = access(path, F_OK) == 0;
+    }
     if (gw_jseg_init(&j->w) != 0) {
+        free(j);
+        return SCIMQ_ENOMEM;
+    }
+    if (gw_jreaper_start(&j->reaper) != 0) {
+        gw_jseg_fini(&j->w);
         free(j);
         return SCIMQ_ENOMEM;
     }
@@ -425,6 +505,7 @@ gw_journal_start(const char *dir, uint64_t first_seg, uint64_t segment_size,
     pthread_mutex_init(&j->stats_lock, NULL);
     pthread_cond_init(&j->cond, NULL);
     if (pthread_create(&j->thread, NULL, journal_main, j) != 0) {
+        gw_jreaper_stop(j->reaper);
         pthread_mutex_destroy(&j->stats_lock);
         pthread_mutex_destroy(&j->lock);
         pthread_cond_destroy(&j->cond);
@@ -446,6 +527,7 @@ gw_journal_stop(struct gw_journal *j)
     pthread_cond_signal(&j->cond);
     pthread_mutex_unlock(&j->lock);
     pthread_join(j->thread, NULL);
+    gw_jreaper_stop(j->reaper);
     gw_jseg_fini(&j->w);
     pthread_mutex_destroy(&j->stats_lock);
     pthread_mutex_destroy(&j->lock);

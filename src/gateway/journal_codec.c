@@ -13,7 +13,7 @@
 #define TARGET_LEN 20u /* queue id u64, message id u64, attempt u32 */
 #define BLOCK_LEN 12u  /* name length u32 + data length u64 */
 
-/* The layout r is written in: the one it names (2, 3 or 4), or this
+/* The layout r is written in: the one it names (2 to 5), or this
  * gateway's (0). */
 static uint8_t
 format_of(const struct gw_jrec *r)
@@ -140,29 +140,46 @@ gw_jrec_crc_data_first(uint8_t format)
 }
 
 uint32_t
-gw_jrec_crc(const uint8_t *hdr, size_t hdr_len, const void *data,
-            uint64_t data_len)
+gw_jrec_crc_seal(uint8_t format, uint32_t body_crc, uint64_t seg)
 {
-    uint32_t crc;
+    uint8_t b[8];
 
-    if (gw_jrec_crc_data_first(layout_format(hdr[21])))
-        return gw_jrec_crc_fields(
-            hdr, hdr_len, scimq_proto_crc32c(0, data, (size_t) data_len));
-    crc = scimq_proto_crc32c(0, hdr + GW_JREC_PREFIX_LEN,
-                             hdr_len - GW_JREC_PREFIX_LEN);
-    return data_len > 0 ? scimq_proto_crc32c(crc, data, (size_t) data_len)
-                        : crc;
+    if (format < 5)
+        return body_crc;
+    wire_put64(b, seg);
+    return scimq_proto_crc32c(body_crc, b, sizeof(b));
 }
 
 uint32_t
-gw_jrec_crc_fields(const uint8_t *hdr, size_t hdr_len, uint32_t data_crc)
+gw_jrec_crc(const uint8_t *hdr, size_t hdr_len, const void *data,
+            uint64_t data_len, uint64_t seg)
 {
-    return scimq_proto_crc32c(data_crc, hdr + GW_JREC_PREFIX_LEN,
-                              hdr_len - GW_JREC_PREFIX_LEN);
+    uint8_t format = layout_format(hdr[21]);
+    uint32_t crc;
+
+    if (gw_jrec_crc_data_first(format))
+        return gw_jrec_crc_fields(
+            hdr, hdr_len, scimq_proto_crc32c(0, data, (size_t) data_len), seg);
+    crc = scimq_proto_crc32c(0, hdr + GW_JREC_PREFIX_LEN,
+                             hdr_len - GW_JREC_PREFIX_LEN);
+    if (data_len > 0)
+        crc = scimq_proto_crc32c(crc, data, (size_t) data_len);
+    return gw_jrec_crc_seal(format, crc, seg);
+}
+
+uint32_t
+gw_jrec_crc_fields(const uint8_t *hdr, size_t hdr_len, uint32_t data_crc,
+                   uint64_t seg)
+{
+    return gw_jrec_crc_seal(layout_format(hdr[21]),
+                            scimq_proto_crc32c(data_crc,
+                                               hdr + GW_JREC_PREFIX_LEN,
+                                               hdr_len - GW_JREC_PREFIX_LEN),
+                            seg);
 }
 
 void
-gw_jrec_pad(uint8_t *buf, size_t len)
+gw_jrec_pad(uint8_t *buf, size_t len, uint64_t seg)
 {
     size_t body = len - GW_JREC_PREFIX_LEN;
 
@@ -170,7 +187,11 @@ gw_jrec_pad(uint8_t *buf, size_t len)
     wire_put32(buf, GW_JREC_MAGIC);
     wire_put64(buf + 4, body);
     buf[20] = (uint8_t) GW_JREC_PAD;
-    wire_put32(buf + 16, scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN, body));
+    buf[21] = layout_byte(GW_JREC_FORMAT);
+    wire_put32(buf + 16,
+               gw_jrec_crc_seal(
+                   GW_JREC_FORMAT,
+                   scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN, body), seg));
 }
 
 void

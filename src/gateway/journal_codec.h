@@ -13,11 +13,14 @@
  *
  * big-endian like SciMP.  The CRC covers the whole body, data included,
  * so a torn or damaged record is found wherever it is cut.  Formats 2 and
- * 3 take it over the fields, then the data; format 4 over the data, then
- * the fields (the same for records without data): the data's CRC is then
- * the one the gateway took while the payload arrived (the decoder's, see
- * scimq_proto_decoder_set_payload_crc), and the journal thread only adds
- * the fields.  Fields:
+ * 3 take it over the fields, then the data; formats 4 and 5 over the data,
+ * then the fields (the same for records without data): the data's CRC is
+ * then the one the gateway took while the payload arrived (the decoder's,
+ * see scimq_proto_decoder_set_payload_crc), and the journal thread only
+ * adds the fields.  Format 5 then adds the number of the segment the
+ * record is in (u64, big-endian): the writer reuses the files of deleted
+ * segments (journal.h), and their old records, behind the new ones, must
+ * not check as records of the segment the file now is.  Fields:
  *
  *   MSG      payload id u64, flags u16 (formats 3 and 4: GW_JREC_F_*),
  *            targets u16 (0: a spill of memory queues'
@@ -55,10 +58,11 @@
 /*
  * The record layout's version, kept in the topology file.  History: 2 =
  * first journal; 3 = MSG records carry flags (control messages); 4 = the
- * CRC is taken over the data first.  This gateway reads all three and
- * writes 4.
+ * CRC is taken over the data first; 5 = the CRC covers the segment number
+ * too, and PAD records carry the layout byte.  This gateway reads all
+ * four and writes 5.
  */
-#define GW_JREC_FORMAT 4
+#define GW_JREC_FORMAT 5
 #define GW_JREC_FORMAT_MIN 2
 /* MSG flags: the payload is a control message's (bcast.h). */
 #define GW_JREC_F_CONTROL 0x0001u
@@ -117,22 +121,24 @@ size_t gw_jrec_header_len(const struct gw_jrec *r);
 void gw_jrec_encode(const struct gw_jrec *r, uint8_t *buf);
 /*
  * Writes a whole PAD record of len bytes (GW_JREC_PREFIX_LEN ..
- * GW_JREC_MAX_PAD) into buf, CRC included.
+ * GW_JREC_MAX_PAD) into buf, CRC included, for segment seg.
  */
-void gw_jrec_pad(uint8_t *buf, size_t len);
+void gw_jrec_pad(uint8_t *buf, size_t len, uint64_t seg);
 /* True when records of that format take the CRC over the data first. */
 bool gw_jrec_crc_data_first(uint8_t format);
-/* CRC32C of a body in the order of the format hdr's layout byte names
- * (gw_jrec_encode has written it). */
+/* A record's CRC from its body's: format 5 adds the segment number. */
+uint32_t gw_jrec_crc_seal(uint8_t format, uint32_t body_crc, uint64_t seg);
+/* The CRC of a record in segment seg, in the order of the format hdr's
+ * layout byte names (gw_jrec_encode has written it). */
 uint32_t gw_jrec_crc(const uint8_t *hdr, size_t hdr_len, const void *data,
-                     uint64_t data_len);
-/* Format 4: a body's CRC32C from the CRC32C of its data (0 for none). */
+                     uint64_t data_len, uint64_t seg);
+/* Formats 4 and 5: the same from the CRC32C of its data (0 for none). */
 uint32_t gw_jrec_crc_fields(const uint8_t *hdr, size_t hdr_len,
-                            uint32_t data_crc);
+                            uint32_t data_crc, uint64_t seg);
 void gw_jrec_set_crc(uint8_t *hdr, uint32_t crc);
 
 /*
- * Reads a prefix: 0 and the lengths, CRC, type and format (2, 3 or 4), or
+ * Reads a prefix: 0 and the lengths, CRC, type and format (2 to 5), or
  * SCIMQ_EPROTO when it is not one (bad magic, type, layout or lengths).
  */
 int gw_jrec_prefix(const uint8_t prefix[GW_JREC_PREFIX_LEN], uint64_t *body_len,

@@ -45,13 +45,24 @@ gw_jseg_fini(struct gw_jseg *s)
 }
 
 int
-gw_jseg_open(struct gw_jseg *s, const char *path, uint64_t seg)
+gw_jseg_open(struct gw_jseg *s, const char *path, uint64_t seg, bool reuse)
 {
+    struct stat st;
     int fl;
 
-    s->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    s->fd = open(path,
+                 reuse ? O_WRONLY | O_CLOEXEC
+                       : O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                 0600);
     if (s->fd < 0)
         return scimq__err_from_errno(errno);
+    if (reuse && fstat(s->fd, &st) != 0) {
+        int rc = scimq__err_from_errno(errno);
+
+        close(s->fd);
+        s->fd = -1;
+        return rc;
+    }
     /* Set afterwards: a file system without direct I/O refuses the flag
      * (EINVAL), and the file is written through the page cache. */
     fl = fcntl(s->fd, F_GETFL);
@@ -62,10 +73,15 @@ gw_jseg_open(struct gw_jseg *s, const char *path, uint64_t seg)
                          "through the page cache",
                          path, strerror(errno));
     s->seg = seg;
-    s->size = s->written = s->base = 0;
+    s->size = s->written = s->base = s->end = 0;
     s->fill = 0;
-    /* Through the page cache, delayed allocation already does it. */
-    s->reserved = s->direct ? 0 : UINT64_MAX;
+    s->reused = reuse;
+    /* A reused file's blocks are allocated already; through the page
+     * cache, delayed allocation does it. */
+    if (!s->direct)
+        s->reserved = UINT64_MAX;
+    else
+        s->reserved = reuse ? ROUND_DOWN((uint64_t) st.st_size) : 0;
     return 0;
 }
 
@@ -111,6 +127,8 @@ pwrite_all(struct gw_jseg *s, struct iovec *iov, int n, uint64_t off)
         if (w == 0)
             return SCIMQ_EIO;
         off += (uint64_t) w;
+        if (off > s->end)
+            s->end = off;
         iov = scimq__iov_advance(iov, &n, (size_t) w);
     }
     return 0;
@@ -154,7 +172,7 @@ pad_to_block(struct gw_jseg *s, uint64_t extra)
         return 0;
     if (len < GW_JREC_PREFIX_LEN)
         len += GW_JSEG_ALIGN;
-    gw_jrec_pad(pad, (size_t) len);
+    gw_jrec_pad(pad, (size_t) len, s->seg);
     return put(s, pad, len);
 }
 
@@ -254,16 +272,15 @@ gw_jseg_abandon(struct gw_jseg *s)
 void
 gw_jseg_close(struct gw_jseg *s)
 {
-    struct stat st;
-
     if (s->fd < 0)
         return;
-    /* Truncating to its own size frees the space reserved beyond it. */
-    if (s->reserved != 0 && s->reserved != UINT64_MAX &&
-        (fstat(s->fd, &st) != 0 || ftruncate(s->fd, st.st_size) != 0))
+    /* Cutting the file where this segment's writes end frees the space
+     * reserved beyond it, and a reused file's older bytes there. */
+    if ((s->reused || (s->reserved != 0 && s->reserved != UINT64_MAX)) &&
+        ftruncate(s->fd, (off_t) s->end) != 0)
         SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 10000,
-                         "journal: segment %016llx keeps the space reserved "
-                         "beyond its end: %s",
+                         "journal: segment %016llx keeps the space beyond "
+                         "its end: %s",
                          (unsigned long long) s->seg, strerror(errno));
     close(s->fd);
     s->fd = -1;

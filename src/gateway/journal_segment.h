@@ -21,6 +21,12 @@
  *
  * Without O_DIRECT (tmpfs, some network file systems) the same writes go
  * through the page cache.
+ *
+ * A segment may be written into the file of a deleted one (reuse): its
+ * blocks are allocated and written already, so nothing is reserved below
+ * its old size, and closing cuts the file where the new writes end.  The
+ * old records left behind the new ones do not check as this segment's
+ * (journal_codec.h, format 5).
  */
 #ifndef SCIMQ_GATEWAY_JOURNAL_SEGMENT_H
 #define SCIMQ_GATEWAY_JOURNAL_SEGMENT_H
@@ -52,6 +58,8 @@ struct gw_jseg {
     uint64_t size;     /* bytes of records appended */
     uint64_t written;  /* of which written to the file (flush, seal) */
     uint64_t base;     /* file offset of buf[0], a multiple of ALIGN */
+    uint64_t end;      /* file offset where the writes so far end */
+    bool reused;       /* the file of a deleted segment */
     size_t fill;       /* bytes in buf: size - base */
     uint64_t reserved; /* file bytes reserved (fallocate); UINT64_MAX: no */
     uint8_t *buf;      /* GW_JSEG_BUF bytes, ALIGN-aligned */
@@ -62,8 +70,10 @@ struct gw_jseg {
 int gw_jseg_init(struct gw_jseg *s);
 void gw_jseg_fini(struct gw_jseg *s);
 
-/* Creates segment file path (it must not exist) as the one written. */
-int gw_jseg_open(struct gw_jseg *s, const char *path, uint64_t seg);
+/* Creates segment file path (it must not exist) as the one written, or
+ * with reuse opens the existing file there (a deleted segment's, renamed)
+ * and writes over it. */
+int gw_jseg_open(struct gw_jseg *s, const char *path, uint64_t seg, bool reuse);
 
 /*
  * Appends a record: hdr (its prefix and fields) and data_len bytes of

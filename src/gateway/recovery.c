@@ -257,7 +257,9 @@ read_full(int fd, void *buf, size_t len)
 
 /*
  * Reads one segment; a record that does not check ends it (the file is
- * cut there).  Returns its length afterwards in *bytes.
+ * cut there).  In a reused file (journal.h, spares) that is also where
+ * the records of its earlier segment begin: format 5 takes the segment's
+ * number into each CRC.  Returns its length afterwards in *bytes.
  */
 static void
 scan_segment(struct model *m, const char *dir, uint64_t seg, uint8_t *chunk,
@@ -310,6 +312,7 @@ scan_segment(struct model *m, const char *dir, uint64_t seg, uint8_t *chunk,
         }
         if (data_first)
             got = scimq_proto_crc32c(got, fields, flen);
+        got = gw_jrec_crc_seal(format, got, seg);
         if (left != 0 || got != crc ||
             gw_jrec_fields(type, format, fields, flen, body, &r) != 0)
             break;
@@ -318,7 +321,8 @@ scan_segment(struct model *m, const char *dir, uint64_t seg, uint8_t *chunk,
     }
     if (off < size) {
         SCIMQ_LOG_WARN(GATEWAY,
-                       "journal: %s: damaged or torn record at byte %" PRIu64
+                       "journal: %s: damaged or torn record (or the bytes "
+                       "of the file's earlier use) at byte %" PRIu64
                        "; cut there (%" PRIu64 " bytes dropped)",
                        path, off, size - off);
         *truncated += size - off;

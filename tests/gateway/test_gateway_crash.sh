@@ -6,21 +6,26 @@
 # is SIGKILLed at random moments and restarted on the same journal, many
 # times.  Every message the producer got a PUT_OK for reaches both
 # consumers (duplicates are allowed: messages not yet acknowledged when a
-# gateway died are delivered again).
+# gateway died are delivered again).  Segments are small (2 MiB), so that
+# segments roll, are dropped, and are written again into the files of
+# dropped ones (spares) between the crashes, and crashes hit all of it.
 . "$top_srcdir/tests/integration/lib.sh"
 n=${SCIMQ_TEST_CRASH_COUNT:-1200}
 kills=${SCIMQ_TEST_CRASH_KILLS:-25}
 durability=${SCIMQ_TEST_CRASH_DURABILITY:-sync}
+segment=${SCIMQ_TEST_CRASH_SEGMENT:-2MiB}
 journal="$workdir/journal"
 
 # The first start picks a free port; every restart takes the same one.
 start_gateway --journal-dir "$journal" --durability "$durability" \
-    --memory-limit 256MiB --set gateway_prefault=false
+    --memory-limit 256MiB --set gateway_prefault=false \
+    --set "gateway_journal_segment=$segment"
 port=$GW_PORT
 restart() {
     "$gwbin" --listen "127.0.0.1:$port" --port-file "$workdir/gateway.port" \
         --journal-dir "$journal" --durability "$durability" \
         --memory-limit 256MiB --set gateway_prefault=false \
+        --set "gateway_journal_segment=$segment" \
         >> "$workdir/gateway.out" 2>> "$workdir/gateway.err" &
     GW_PID=$!
     track "$GW_PID"
@@ -84,5 +89,9 @@ for q in a b; do
     expect_eq "$q: highest" $((n - 1)) "$(tail -n 1 "$workdir/uniq.$q")"
     ok "$q: $(($(wc -l < "$workdir/seq.$q") - n)) duplicates (unacknowledged when a gateway died)"
 done
+reused=$(grep -c 'earlier use' "$workdir/gateway.err" || true)
+spares=$(find "$journal" -name '*.spare' | wc -l)
+[ "$spares" -ge 1 ] || fail "no dropped segment was kept as a spare file"
+ok "$spares spare file(s); $reused recoveries cut a segment's tail"
 stop_gateway
 echo "$checks checks passed"

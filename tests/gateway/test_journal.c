@@ -23,14 +23,18 @@
 #include "gateway/records.h"
 #include "gateway/recovery.h"
 
+/* The segment the records of the codec tests are in (format 5's CRC
+ * covers it). */
+#define TEST_SEG 1u
+
 static uint8_t *
-encode(const struct gw_jrec *r, const void *data, size_t *len)
+encode(uint64_t seg, const struct gw_jrec *r, const void *data, size_t *len)
 {
     size_t hlen = gw_jrec_header_len(r);
     uint8_t *buf = calloc(1, hlen + r->data_len);
 
     gw_jrec_encode(r, buf);
-    gw_jrec_set_crc(buf, gw_jrec_crc(buf, hlen, data, r->data_len));
+    gw_jrec_set_crc(buf, gw_jrec_crc(buf, hlen, data, r->data_len, seg));
     if (r->data_len > 0)
         memcpy(buf + hlen, data, r->data_len);
     *len = hlen + r->data_len;
@@ -73,12 +77,13 @@ wire_put64_test(uint8_t *p, uint64_t v)
         p[i] = (uint8_t) v;
 }
 
+/* A record as recovery reads it in segment seg. */
 static int
-decode(const uint8_t *buf, size_t len, struct gw_jrec *r)
+decode_in(uint64_t seg, const uint8_t *buf, size_t len, struct gw_jrec *r)
 {
     uint64_t body;
-    uint32_t flen, crc;
-    uint8_t type, format;
+    uint32_t flen, crc, got;
+    uint8_t type, format, seg_be[8];
     int rc;
 
     if (len < GW_JREC_PREFIX_LEN)
@@ -89,17 +94,27 @@ decode(const uint8_t *buf, size_t len, struct gw_jrec *r)
     if (body != len - GW_JREC_PREFIX_LEN)
         return SCIMQ_EPROTO;
     /* The CRC's order, by hand: formats 2 and 3 the body as it lies,
-     * format 4 the data, then the fields. */
-    if ((format >= 4
-             ? scimq_proto_crc32c(
-                   scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN + flen,
-                                      (size_t) (body - flen)),
-                   buf + GW_JREC_PREFIX_LEN, flen)
-             : scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN,
-                                  (size_t) body)) != crc)
+     * formats 4 and 5 the data, then the fields; format 5 then the
+     * segment number. */
+    got = format >= 4
+              ? scimq_proto_crc32c(
+                    scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN + flen,
+                                       (size_t) (body - flen)),
+                    buf + GW_JREC_PREFIX_LEN, flen)
+              : scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN, (size_t) body);
+    wire_put64_test(seg_be, seg);
+    if (format >= 5)
+        got = scimq_proto_crc32c(got, seg_be, sizeof(seg_be));
+    if (got != crc)
         return SCIMQ_EPROTO_DATASUM;
     return gw_jrec_fields(type, format, buf + GW_JREC_PREFIX_LEN, flen, body,
                           r);
+}
+
+static int
+decode(const uint8_t *buf, size_t len, struct gw_jrec *r)
+{
+    return decode_in(TEST_SEG, buf, len, r);
 }
 
 /* Rewrites the CRC of a whole record after a test changed its body. */
@@ -111,7 +126,8 @@ reseal(uint8_t *buf, size_t len)
         GW_JREC_PREFIX_LEN + ((size_t) buf[12] << 24 | (size_t) buf[13] << 16 |
                               (size_t) buf[14] << 8 | buf[15]);
 
-    gw_jrec_set_crc(buf, gw_jrec_crc(buf, hlen, buf + hlen, len - hlen));
+    gw_jrec_set_crc(buf,
+                    gw_jrec_crc(buf, hlen, buf + hlen, len - hlen, TEST_SEG));
 }
 
 /*
@@ -130,17 +146,21 @@ test_codec_formats(void)
     uint8_t *buf, *buf2;
 
     r.flags = GW_JREC_F_CONTROL;
-    buf = encode(&r, "HEAD", &len);
-    CU_ASSERT(buf[20] == GW_JREC_MSG && buf[21] == 4);
+    buf = encode(TEST_SEG, &r, "HEAD", &len);
+    CU_ASSERT(buf[20] == GW_JREC_MSG && buf[21] == GW_JREC_FORMAT);
     /* payload id u64, then flags u16 */
     CU_ASSERT(buf[GW_JREC_PREFIX_LEN + 8] == 0 &&
               buf[GW_JREC_PREFIX_LEN + 9] == 1);
     CU_ASSERT_FATAL(decode(buf, len, &d) == 0);
-    CU_ASSERT(d.format == 4 && d.flags == GW_JREC_F_CONTROL);
+    CU_ASSERT(d.format == GW_JREC_FORMAT && d.flags == GW_JREC_F_CONTROL);
+    /* The same bytes in another segment (a reused file's old record) do
+     * not check. */
+    CU_ASSERT(decode_in(TEST_SEG + 1, buf, len, &d) == SCIMQ_EPROTO_DATASUM);
+    CU_ASSERT(decode_in(TEST_SEG, buf, len, &d) == 0);
     /* Its CRC from the data's, as the journal thread finishes it. */
-    CU_ASSERT(
-        gw_jrec_crc_fields(buf, len - 4, scimq_proto_crc32c(0, "HEAD", 4)) ==
-        gw_jrec_crc(buf, len - 4, "HEAD", 4));
+    CU_ASSERT(gw_jrec_crc_fields(buf, len - 4, scimq_proto_crc32c(0, "HEAD", 4),
+                                 TEST_SEG) ==
+              gw_jrec_crc(buf, len - 4, "HEAD", 4, TEST_SEG));
     CU_ASSERT(d.payload_id == 42 && d.n_targets == 1 && d.data_len == 4);
     CU_ASSERT(gw_jrec_target_at(&d, 0).msg_id == 100);
     CU_ASSERT(gw_jrec_target_at(&d, 0).attempt == 1);
@@ -158,13 +178,22 @@ test_codec_formats(void)
     CU_ASSERT(decode(buf, len, &d) == SCIMQ_EPROTO);
     free(buf);
 
+    /* Format 4: the data first, no segment number: it checks in any
+     * segment. */
+    r.format = 4;
+    buf = encode(TEST_SEG, &r, "HEAD", &len);
+    CU_ASSERT(buf[21] == 4);
+    CU_ASSERT(decode_in(TEST_SEG + 1, buf, len, &d) == 0);
+    CU_ASSERT(d.format == 4 && d.flags == GW_JREC_F_CONTROL);
+    free(buf);
+
     /* Format 3: the same fields, the CRC over the fields first. */
     r.format = 3;
-    buf = encode(&r, "HEAD", &len);
+    buf = encode(TEST_SEG, &r, "HEAD", &len);
     CU_ASSERT(buf[21] == 3);
     CU_ASSERT_FATAL(decode(buf, len, &d) == 0);
     CU_ASSERT(d.format == 3 && d.flags == GW_JREC_F_CONTROL);
-    CU_ASSERT(gw_jrec_crc(buf, len - 4, "HEAD", 4) ==
+    CU_ASSERT(gw_jrec_crc(buf, len - 4, "HEAD", 4, TEST_SEG) ==
               scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN,
                                  len - GW_JREC_PREFIX_LEN));
     /* Read as format 4 its CRC does not hold. */
@@ -174,10 +203,10 @@ test_codec_formats(void)
     /* The same record in format 2: two bytes shorter, layout byte 0, and
      * decoded without flags. */
     r.format = GW_JREC_FORMAT_MIN;
-    buf2 = encode(&r, "HEAD", &len2);
+    buf2 = encode(TEST_SEG, &r, "HEAD", &len2);
     CU_ASSERT(len2 + 2 == len);
     CU_ASSERT(buf2[21] == 0);
-    CU_ASSERT(gw_jrec_crc(buf2, len2 - 4, "HEAD", 4) ==
+    CU_ASSERT(gw_jrec_crc(buf2, len2 - 4, "HEAD", 4, TEST_SEG) ==
               scimq_proto_crc32c(0, buf2 + GW_JREC_PREFIX_LEN,
                                  len2 - GW_JREC_PREFIX_LEN));
     /* payload id u64, then the target count u16 at once */
@@ -198,9 +227,9 @@ test_codec_formats(void)
     /* Small records are the same in both formats. */
     r = small_rec(GW_JREC_SETTLE, 3, 77, 0, 0);
     r.format = GW_JREC_FORMAT_MIN;
-    buf = encode(&r, NULL, &len);
+    buf = encode(TEST_SEG, &r, NULL, &len);
     r.format = GW_JREC_FORMAT;
-    buf2 = encode(&r, NULL, &len2);
+    buf2 = encode(TEST_SEG, &r, NULL, &len2);
     CU_ASSERT(len == len2 && buf[21] == 0 && buf2[21] == GW_JREC_FORMAT);
     CU_ASSERT_FATAL(decode(buf, len, &d) == 0);
     CU_ASSERT(d.one.qid == 3 && d.one.msg_id == 77);
@@ -215,7 +244,7 @@ test_codec(void)
     struct gw_jrec_block bl[2] = {{"image", 5, 6}, {"", 0, 4}};
     struct gw_jrec r = msg_rec(42, t, 2, bl, 2, 10), d;
     size_t len;
-    uint8_t *buf = encode(&r, "abcdefghij", &len);
+    uint8_t *buf = encode(TEST_SEG, &r, "abcdefghij", &len);
 
     CU_ASSERT_FATAL(decode(buf, len, &d) == 0);
     CU_ASSERT(d.type == GW_JREC_MSG && d.payload_id == 42);
@@ -236,7 +265,7 @@ test_codec(void)
 
     for (int type = GW_JREC_ENQUEUE; type <= GW_JREC_SETTLE; type++) {
         r = small_rec((enum gw_jrec_type) type, 3, 77, 5, 2);
-        buf = encode(&r, NULL, &len);
+        buf = encode(TEST_SEG, &r, NULL, &len);
         CU_ASSERT_FATAL(decode(buf, len, &d) == 0);
         CU_ASSERT(d.type == (enum gw_jrec_type) type);
         CU_ASSERT(d.one.qid == 3 && d.one.msg_id == 77);
@@ -250,19 +279,21 @@ test_codec(void)
     }
     /* PAD: zeros under a CRC, bounded. */
     buf = calloc(1, GW_JREC_MAX_PAD + 8);
-    gw_jrec_pad(buf, 100);
+    gw_jrec_pad(buf, 100, TEST_SEG);
     CU_ASSERT_FATAL(decode(buf, 100, &d) == 0);
     CU_ASSERT(d.type == GW_JREC_PAD && d.n_targets == 0);
+    CU_ASSERT(d.format == GW_JREC_FORMAT);
+    CU_ASSERT(decode_in(TEST_SEG + 1, buf, 100, &d) == SCIMQ_EPROTO_DATASUM);
     buf[60] = 1;
     CU_ASSERT(decode(buf, 100, &d) == SCIMQ_EPROTO_DATASUM);
-    gw_jrec_pad(buf, GW_JREC_MAX_PAD);
+    gw_jrec_pad(buf, GW_JREC_MAX_PAD, TEST_SEG);
     CU_ASSERT(decode(buf, GW_JREC_MAX_PAD, &d) == 0);
     wire_put64_test(buf + 4, GW_JREC_MAX_PAD); /* one byte too long */
     CU_ASSERT(decode(buf, GW_JREC_MAX_PAD + 1, &d) == SCIMQ_EPROTO);
     free(buf);
     /* Block lengths that do not add up to the data. */
     r = msg_rec(1, t, 1, bl, 2, 11);
-    buf = encode(&r, "abcdefghijk", &len);
+    buf = encode(TEST_SEG, &r, "abcdefghijk", &len);
     CU_ASSERT(decode(buf, len, &d) == SCIMQ_EPROTO);
     free(buf);
 }
@@ -288,7 +319,7 @@ static void
 append_rec(const char *seg, const struct gw_jrec *r, const void *data)
 {
     size_t len;
-    uint8_t *buf = encode(r, data, &len);
+    uint8_t *buf = encode(strtoull(seg, NULL, 16), r, data, &len);
 
     put_file(seg, buf, len, O_APPEND);
     free(buf);
@@ -364,7 +395,7 @@ test_recovery(void)
         uint8_t *buf;
 
         r = msg_rec(5, &t22, 1, &bl, 1, 4);
-        buf = encode(&r, "EEEE", &len);
+        buf = encode(2, &r, "EEEE", &len);
         put_file("0000000000000002.seg", buf, len / 2, O_APPEND);
         free(buf);
     }
@@ -413,13 +444,13 @@ test_recovery(void)
     CU_ASSERT(!queue_named(b, "copy")->ready->payload->control);
     CU_ASSERT(gw_pool_used(&b->store.pool) == 0);
     /* Both segments hold live payloads: none is dropped.  The topology
-     * file said format 2: it is written again, saying 4. */
+     * file said format 2: it is written again, saying 5. */
     while ((a = gw_actions_pop(&out)) != NULL) {
         drops += a->kind == GW_ACT_JOURNAL_DROP;
         if (a->kind == GW_ACT_JOURNAL_TOPOLOGY) {
             topo_rewrites++;
             CU_ASSERT(a->text != NULL &&
-                      strstr(a->text, "\"version\":4") != NULL);
+                      strstr(a->text, "\"version\":5") != NULL);
         }
         gw_action_free(a);
     }
@@ -464,6 +495,7 @@ test_segment_writer(void)
     /* Several MiB, and not a whole number of blocks. */
     const uint64_t big_len = (4u << 20) + 200 * 1024 + 100;
     struct gw_jrec_target t10 = {1, 10, 0}, t11 = {1, 11, 0}, t12 = {1, 12, 0};
+    struct gw_jrec_target t13 = {1, 13, 0};
     struct gw_jrec_block bl = {"d", 1, 4}, bbl = {"image", 5, big_len};
     struct gw_recovery_report rep;
     struct gw_actions out = {NULL, NULL};
@@ -473,7 +505,7 @@ test_segment_writer(void)
     struct gw_action *a;
     struct gw_jrec r;
     struct stat st;
-    char path[256];
+    char path[256], path2[256];
     uint8_t *big, *back;
     void *mem = NULL;
     size_t len;
@@ -489,16 +521,16 @@ test_segment_writer(void)
         big[i] = (uint8_t) (i * 7 + 3);
     snprintf(path, sizeof(path), "%s/0000000000000001.seg", dir);
     CU_ASSERT_FATAL(gw_jseg_init(&w) == 0);
-    CU_ASSERT_FATAL(gw_jseg_open(&w, path, 1) == 0);
+    CU_ASSERT_FATAL(gw_jseg_open(&w, path, 1, false) == 0);
 
     r = msg_rec(1, &t10, 1, &bl, 1, 4);
-    hdr = encode(&r, "AAAA", &len);
+    hdr = encode(TEST_SEG, &r, "AAAA", &len);
     CU_ASSERT(gw_jseg_append(&w, hdr, len - 4, (const uint8_t *) "AAAA", 4,
                              &off_small) == 0);
     CU_ASSERT(off_small == len - 4);
     free(hdr);
     r = msg_rec(2, &t11, 1, &bbl, 1, big_len);
-    hdr = encode(&r, big, &len);
+    hdr = encode(TEST_SEG, &r, big, &len);
     CU_ASSERT(gw_jseg_append(&w, hdr, len - big_len, big, big_len, &off_big) ==
               0);
     free(hdr);
@@ -510,7 +542,7 @@ test_segment_writer(void)
         CU_ASSERT(w.written == w.size);
     }
     r = small_rec(GW_JREC_SETTLE, 1, 10, 0, 0);
-    hdr = encode(&r, NULL, &len);
+    hdr = encode(TEST_SEG, &r, NULL, &len);
     CU_ASSERT(gw_jseg_append(&w, hdr, len, NULL, 0, &off_last) == 0);
     free(hdr);
     CU_ASSERT(gw_jseg_flush(&w) == 0);
@@ -518,7 +550,7 @@ test_segment_writer(void)
     flushed_size = w.size;
     CU_ASSERT(stat(path, &st) == 0 && (uint64_t) st.st_size >= w.size);
     r = msg_rec(3, &t12, 1, &bl, 1, 4);
-    hdr = encode(&r, "CCCC", &len);
+    hdr = encode(TEST_SEG, &r, "CCCC", &len);
     CU_ASSERT(gw_jseg_append(&w, hdr, len - 4, (const uint8_t *) "CCCC", 4,
                              &off_last) == 0);
     CU_ASSERT(off_last == flushed_size + len - 4);
@@ -561,9 +593,41 @@ test_segment_writer(void)
     while ((a = gw_actions_pop(&out)) != NULL)
         gw_action_free(a);
     gw_broker_free(b);
+
+    /* The file reused for segment 2 (a spare, journal.h): its new record
+     * is read; the old ones behind it do not check as segment 2's, so
+     * recovery after a crash cuts them, and a close cuts them too. */
+    snprintf(path2, sizeof(path2), "%s/0000000000000002.seg", dir);
+    CU_ASSERT_FATAL(rename(path, path2) == 0);
+    CU_ASSERT_FATAL(gw_jseg_init(&w) == 0);
+    CU_ASSERT_FATAL(gw_jseg_open(&w, path2, 2, true) == 0);
+    if (w.direct)
+        CU_ASSERT(w.reserved == sealed_size);
+    r = msg_rec(4, &t13, 1, &bl, 1, 4);
+    hdr = encode(2, &r, "DDDD", &len);
+    CU_ASSERT(gw_jseg_append(&w, hdr, len - 4, (const uint8_t *) "DDDD", 4,
+                             &off_last) == 0);
+    free(hdr);
+    CU_ASSERT(gw_jseg_seal(&w) == 0);
+    CU_ASSERT(w.size < sealed_size);
+    CU_ASSERT(stat(path2, &st) == 0 && (uint64_t) st.st_size == sealed_size);
+    CU_ASSERT_FATAL(gw_broker_new(&set, &b) == 0);
+    CU_ASSERT_FATAL(gw_recover(dir, b, &out, &rep) == 0);
+    CU_ASSERT(rep.messages == 1);
+    CU_ASSERT(rep.truncated_bytes == sealed_size - w.size);
+    CU_ASSERT_FATAL(queue_named(b, "in") != NULL);
+    CU_ASSERT_FATAL(queue_named(b, "in")->n_ready == 1);
+    CU_ASSERT(queue_named(b, "in")->ready->id == 13);
+    while ((a = gw_actions_pop(&out)) != NULL)
+        gw_action_free(a);
+    gw_broker_free(b);
+    gw_jseg_close(&w);
+    CU_ASSERT(stat(path2, &st) == 0 && (uint64_t) st.st_size == w.size);
+    gw_jseg_fini(&w);
+
     free(back);
     free(mem);
-    unlink(path);
+    unlink(path2);
     snprintf(path, sizeof(path), "%s/" GW_JOURNAL_TOPOLOGY_FILE, dir);
     unlink(path);
     CU_ASSERT(rmdir(dir) == 0);
@@ -608,7 +672,7 @@ test_damage(void)
     for (size_t i = 0; i < 70 * 1024; i++)
         data[i] = (uint8_t) (i * 31 + 7);
     CU_ASSERT_FATAL(gw_jseg_init(&w) == 0);
-    CU_ASSERT_FATAL(gw_jseg_open(&w, path, 1) == 0);
+    CU_ASSERT_FATAL(gw_jseg_open(&w, path, 1, false) == 0);
     for (int i = 0; i < N; i++) {
         struct gw_jrec_target t = {1, (uint64_t) (100 + i), 0};
         struct gw_jrec_block bl = {"d", 1, 0};
@@ -625,7 +689,7 @@ test_damage(void)
             bl.len = len;
             r = msg_rec((uint64_t) (i + 1), &t, 1, &bl, 1, len);
         }
-        hdr = encode(&r, data, &hlen);
+        hdr = encode(TEST_SEG, &r, data, &hlen);
         CU_ASSERT_FATAL(gw_jseg_append(&w, hdr, hlen - len, data, len, &off) ==
                         0);
         free(hdr);
