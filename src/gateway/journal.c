@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "config.h"
 
-#include <errno.h>
+#include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -38,8 +39,9 @@ struct gw_journal {
     struct gw_actions jobs;
     bool stop;
     struct gw_jreaper *reaper;     /* deletes dropped segments, in order */
-    uint64_t first_seg;            /* the first segment this run writes */
-    bool spare[GW_JOURNAL_SPARES]; /* spare file i exists */
+    uint64_t reuse_from; /* segments from here on may become spares */
+    /* Spare files: the segment number each holds, 0 for none. */
+    uint64_t spare[GW_JOURNAL_SPARES];
     /* Thread-only state. */
     struct gw_jseg w;  /* the active segment (w.fd -1 before the first) */
     uint64_t next_seg; /* number of the next segment opened */
@@ -54,13 +56,31 @@ struct gw_journal {
 void
 gw_journal_segment_path(const char *dir, uint64_t seg, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/%016" PRIx64 ".seg", dir, seg);
+    snprintf(buf, len, "%s/%016" PRIx64 GW_JOURNAL_SEGMENT_SUFFIX, dir, seg);
 }
 
 static void
-spare_path(const char *dir, unsigned int i, char *buf, size_t len)
+spare_path(const char *dir, uint64_t seg, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/%u" GW_JOURNAL_SPARE_SUFFIX, dir, i);
+    snprintf(buf, len, "%s/%016" PRIx64 GW_JOURNAL_SPARE_SUFFIX, dir, seg);
+}
+
+bool
+gw_journal_file_seg(const char *name, const char *suffix, uint64_t *seg)
+{
+    char *end;
+    unsigned long long v;
+
+    if (strlen(name) != 16 + strlen(suffix) || strcmp(name + 16, suffix) != 0)
+        return false;
+    for (unsigned int i = 0; i < 16; i++)
+        if (!isxdigit((unsigned char) name[i]))
+            return false;
+    v = strtoull(name, &end, 16);
+    if (end != name + 16)
+        return false;
+    *seg = v;
+    return true;
 }
 
 static bool
@@ -84,7 +104,7 @@ gw_journal_clear(const char *dir)
         char path[PATH_MAX];
 
         if (strcmp(e->d_name, GW_JOURNAL_TOPOLOGY_FILE) != 0 &&
-            !has_suffix(e->d_name, ".seg") &&
+            !has_suffix(e->d_name, GW_JOURNAL_SEGMENT_SUFFIX) &&
             !has_suffix(e->d_name, GW_JOURNAL_SPARE_SUFFIX))
             continue;
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
@@ -178,10 +198,10 @@ spare_take(struct gw_journal *j, const char *path)
     char from[PATH_MAX];
 
     for (unsigned int i = 0; i < GW_JOURNAL_SPARES; i++) {
-        if (!j->spare[i])
+        if (j->spare[i] == 0)
             continue;
-        j->spare[i] = false;
-        spare_path(j->dir, i, from, sizeof(from));
+        spare_path(j->dir, j->spare[i], from, sizeof(from));
+        j->spare[i] = 0;
         if (rename(from, path) == 0)
             return true;
         SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 10000,
@@ -191,22 +211,22 @@ spare_take(struct gw_journal *j, const char *path)
 }
 
 /* Keeps a dropped segment's file as a spare when there is room: only
- * those this run wrote, whose records all carry their segment's number
- * (journal_codec.h, format 5). */
+ * those whose records all carry their segment's number (journal_codec.h,
+ * format 5: reuse_from on). */
 static bool
 spare_keep(struct gw_journal *j, uint64_t seg, const char *path)
 {
     char to[PATH_MAX];
 
-    if (seg < j->first_seg)
+    if (seg < j->reuse_from)
         return false;
     for (unsigned int i = 0; i < GW_JOURNAL_SPARES; i++) {
-        if (j->spare[i])
+        if (j->spare[i] != 0)
             continue;
-        spare_path(j->dir, i, to, sizeof(to));
+        spare_path(j->dir, seg, to, sizeof(to));
         if (rename(path, to) != 0)
             return false;
-        j->spare[i] = true;
+        j->spare[i] = seg;
         return true;
     }
     return false;
@@ -466,8 +486,41 @@ journal_main(void *arg)
     return NULL;
 }
 
+/* The spare files left in the directory by an earlier run.  Files above
+ * GW_JOURNAL_SPARES (only an older layout or a hand could leave them)
+ * are deleted. */
+static void
+spares_find(struct gw_journal *j)
+{
+    DIR *d = opendir(j->dir);
+    struct dirent *e;
+    unsigned int n = 0;
+
+    if (d == NULL)
+        return; /* no spares: segments are written into new files */
+    while ((e = readdir(d)) != NULL) {
+        char path[PATH_MAX];
+        uint64_t seg;
+
+        if (!gw_journal_file_seg(e->d_name, GW_JOURNAL_SPARE_SUFFIX, &seg) ||
+            seg == 0)
+            continue;
+        if (n < GW_JOURNAL_SPARES) {
+            j->spare[n++] = seg;
+            continue;
+        }
+        spare_path(j->dir, seg, path, sizeof(path));
+        if (unlink(path) != 0 && errno != ENOENT)
+            SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 10000,
+                             "cannot delete journal spare %s: %s", path,
+                             strerror(errno));
+    }
+    closedir(d);
+}
+
 int
-gw_journal_start(const char *dir, uint64_t first_seg, uint64_t segment_size,
+gw_journal_start(const char *dir, uint64_t first_seg, uint64_t reuse_from,
+                 uint64_t segment_size,
                  uint32_t batch_ms, gw_journal_done_fn done, void *arg,
                  struct gw_journal **j_p)
 {
@@ -485,13 +538,9 @@ gw_journal_start(const char *dir, uint64_t first_seg, uint64_t segment_size,
     j->arg = arg;
     j->segment_size = segment_size;
     j->batch_ms = batch_ms;
-    j->next_seg = j->first_seg = first_seg;
-    for (unsigned int i = 0; i < GW_JOURNAL_SPARES; i++) {
-        char path[PATH_MAX];
-
-        spare_path(dir, i, path, sizeof(path));
-        j->spare[i] = access(path, F_OK) == 0;
-    }
+    j->next_seg = first_seg;
+    j->reuse_from = reuse_from < first_seg ? reuse_from : first_seg;
+    spares_find(j);
     if (gw_jseg_init(&j->w) != 0) {
         free(j);
         return SCIMQ_ENOMEM;

@@ -27,6 +27,7 @@
 #ifndef SCIMQ_GATEWAY_JOURNAL_H
 #define SCIMQ_GATEWAY_JOURNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "action.h"
@@ -37,7 +38,11 @@ typedef void (*gw_journal_done_fn)(void *arg, struct gw_action *job, int rc);
 
 #define GW_JOURNAL_TOPOLOGY_FILE "topology.json"
 /*
- * Files of dropped segments kept for reuse ("0.spare", "1.spare"): beside
+ * Files of dropped segments kept for reuse, named by the segment whose
+ * bytes they still hold ("<16 hex digits>.spare"): recovery numbers new
+ * segments above every spare's number as well as every segment's, so
+ * that a spare's old records (whose CRCs cover their segment's number,
+ * journal_codec.h) never check in the segment written into it.  Beside
  * --disk-limit, which counts segments only, they take up to this many
  * segments' space.  Two cover the steady state of one segment written
  * while older ones are dropped.  Direct writes of 16 MiB into 64 MiB
@@ -45,14 +50,19 @@ typedef void (*gw_journal_done_fn)(void *arg, struct gw_action *job, int rc);
  * reused files against 1,050-1,093 into new ones deleted behind.
  */
 #define GW_JOURNAL_SPARES 2
+#define GW_JOURNAL_SEGMENT_SUFFIX ".seg"
 #define GW_JOURNAL_SPARE_SUFFIX ".spare"
 
 /*
  * Starts the thread on dir (which recovery has read); new records go to a
- * new segment numbered first_seg.  Returns 0 or a SCIMQ_E* code.
+ * new segment numbered first_seg.  Segments from reuse_from on hold
+ * records of this gateway's format only (recovery says which): when
+ * dropped, their files may be kept as spares; older ones are deleted.
+ * Returns 0 or a SCIMQ_E* code.
  */
-int gw_journal_start(const char *dir, uint64_t first_seg, uint64_t segment_size,
-                     uint32_t batch_ms, gw_journal_done_fn done, void *arg,
+int gw_journal_start(const char *dir, uint64_t first_seg, uint64_t reuse_from,
+                     uint64_t segment_size, uint32_t batch_ms,
+                     gw_journal_done_fn done, void *arg,
                      struct gw_journal **j_p);
 /* Carries out what is queued, syncs, stops the thread.  Segments stay. */
 void gw_journal_stop(struct gw_journal *j);
@@ -74,6 +84,13 @@ void gw_journal_syncs(struct gw_journal *j, struct gw_journal_syncs *out);
  * its segments are not kept across runs).  0 or a SCIMQ_E* code.
  */
 int gw_journal_clear(const char *dir);
+
+/*
+ * The segment number in a journal file's name: "<16 hex digits><suffix>",
+ * suffix GW_JOURNAL_SEGMENT_SUFFIX or GW_JOURNAL_SPARE_SUFFIX.  false for
+ * any other name.
+ */
+bool gw_journal_file_seg(const char *name, const char *suffix, uint64_t *seg);
 
 /* Path of segment seg in dir. */
 void gw_journal_segment_path(const char *dir, uint64_t seg, char *buf,

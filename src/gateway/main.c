@@ -671,7 +671,7 @@ spill_start(struct gateway *gw)
     }
     rc = gw_journal_clear(dir);
     if (rc == 0)
-        rc = gw_journal_start(dir, 1, gw->opt.journal_segment,
+        rc = gw_journal_start(dir, 1, 1, gw->opt.journal_segment,
                               gw->opt.journal_batch_ms, gw_hub_io_done,
                               &gw->hub, &gw->hub.journal);
     if (rc != 0)
@@ -730,6 +730,7 @@ core_start(struct gateway *gw)
         rc = gw_recover(gw->opt.journal_dir, b, &drops, &rep);
         if (rc == 0)
             rc = gw_journal_start(gw->opt.journal_dir, rep.next_segment,
+                                  rep.reuse_from,
                                   gw->opt.journal_segment,
                                   gw->opt.journal_batch_ms, gw_hub_io_done,
                                   &gw->hub, &gw->hub.journal);

@@ -259,11 +259,13 @@ read_full(int fd, void *buf, size_t len)
  * Reads one segment; a record that does not check ends it (the file is
  * cut there).  In a reused file (journal.h, spares) that is also where
  * the records of its earlier segment begin: format 5 takes the segment's
- * number into each CRC.  Returns its length afterwards in *bytes.
+ * number into each CRC.  Returns its length afterwards in *bytes; *older
+ * is set when it holds a record of an older format (or could not be cut:
+ * what lies behind is unknown).
  */
 static void
 scan_segment(struct model *m, const char *dir, uint64_t seg, uint8_t *chunk,
-             uint64_t *bytes, uint64_t *truncated)
+             uint64_t *bytes, uint64_t *truncated, bool *older)
 {
     char path[4096];
     uint8_t *fields = NULL;
@@ -279,6 +281,7 @@ scan_segment(struct model *m, const char *dir, uint64_t seg, uint8_t *chunk,
         if (fd >= 0)
             close(fd);
         *bytes = 0;
+        *older = true;
         return;
     }
     size = (uint64_t) stbuf.st_size;
@@ -316,6 +319,8 @@ scan_segment(struct model *m, const char *dir, uint64_t seg, uint8_t *chunk,
         if (left != 0 || got != crc ||
             gw_jrec_fields(type, format, fields, flen, body, &r) != 0)
             break;
+        if (format < GW_JREC_FORMAT)
+            *older = true;
         apply(m, &r, seg, off + GW_JREC_PREFIX_LEN + flen);
         off += GW_JREC_PREFIX_LEN + body;
     }
@@ -326,9 +331,11 @@ scan_segment(struct model *m, const char *dir, uint64_t seg, uint8_t *chunk,
                        "; cut there (%" PRIu64 " bytes dropped)",
                        path, off, size - off);
         *truncated += size - off;
-        if (ftruncate(fd, (off_t) off) != 0 || fsync(fd) != 0)
+        if (ftruncate(fd, (off_t) off) != 0 || fsync(fd) != 0) {
             SCIMQ_LOG_ERROR(GATEWAY, "journal: cannot cut %s: %s", path,
                             strerror(errno));
+            *older = true;
+        }
     }
     free(fields);
     close(fd);
@@ -344,27 +351,30 @@ seg_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Segment files of dir, in order. */
+/*
+ * Segment files of dir, in order, and the highest segment number a spare
+ * file holds (0 for none; journal.h: new segments are numbered above).
+ */
 static int
 segments_list(const char *dir, struct gw_restored_segment **segs_p,
-              uint64_t *n_p)
+              uint64_t *n_p, uint64_t *spare_max_p)
 {
     struct gw_restored_segment *segs = NULL;
-    uint64_t n = 0, cap = 0;
+    uint64_t n = 0, cap = 0, spare_max = 0;
     struct dirent *e;
     DIR *d = opendir(dir);
 
     if (d == NULL)
         return scimq__err_from_errno(errno);
     while ((e = readdir(d)) != NULL) {
-        char *end;
-        unsigned long long v;
-        size_t len = strlen(e->d_name);
+        uint64_t v;
 
-        if (len != 20 || strcmp(e->d_name + 16, ".seg") != 0)
+        if (gw_journal_file_seg(e->d_name, GW_JOURNAL_SPARE_SUFFIX, &v)) {
+            if (v > spare_max)
+                spare_max = v;
             continue;
-        v = strtoull(e->d_name, &end, 16);
-        if (end != e->d_name + 16)
+        }
+        if (!gw_journal_file_seg(e->d_name, GW_JOURNAL_SEGMENT_SUFFIX, &v))
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
@@ -379,6 +389,7 @@ segments_list(const char *dir, struct gw_restored_segment **segs_p,
         qsort(segs, n, sizeof(*segs), seg_cmp);
     *segs_p = segs;
     *n_p = n;
+    *spare_max_p = spare_max;
     return 0;
 }
 
@@ -403,7 +414,7 @@ gw_recover(const char *dir, struct gw_broker *b, struct gw_actions *out,
     struct rmsg **order, *r, *rt;
     struct rpayload *p, *pt;
     uint8_t *chunk;
-    uint64_t n = 0, i, nmsg;
+    uint64_t n = 0, i, nmsg, spare_max = 0;
     int rc;
 
     memset(rep, 0, sizeof(*rep));
@@ -413,16 +424,22 @@ gw_recover(const char *dir, struct gw_broker *b, struct gw_actions *out,
     gw_broker_restore_begin(b, out);
     rc = topology_load(dir, b, &t.next_qid, &t.rewrite_topology);
     if (rc == 0)
-        rc = segments_list(dir, &segs, &n);
+        rc = segments_list(dir, &segs, &n, &spare_max);
     if (rc != 0) {
         free(segs);
         gw_broker_restore_end(b, &t);
         return rc;
     }
     chunk = gw_xcalloc(1, SCAN_CHUNK);
-    for (i = 0; i < n; i++)
+    rep->reuse_from = 1;
+    for (i = 0; i < n; i++) {
+        bool older = false;
+
         scan_segment(&m, dir, segs[i].seg, chunk, &segs[i].bytes,
-                     &t.truncated_bytes);
+                     &t.truncated_bytes, &older);
+        if (older)
+            rep->reuse_from = segs[i].seg + 1;
+    }
     free(chunk);
 
     /* Every live message, in order per queue, on its restored payload. */
@@ -449,7 +466,10 @@ gw_recover(const char *dir, struct gw_broker *b, struct gw_actions *out,
     t.next_payload_id = m.max_payload_id;
     t.segments = segs;
     t.n_segments = n;
-    t.first_new_segment = n > 0 ? segs[n - 1].seg + 1 : 1;
+    /* Above every segment's and every spare's number (journal.h). */
+    t.first_new_segment = n > 0 && segs[n - 1].seg > spare_max
+                              ? segs[n - 1].seg + 1
+                              : spare_max + 1;
     gw_broker_restore_end(b, &t);
     rep->segments = n;
     rep->truncated_bytes = t.truncated_bytes;

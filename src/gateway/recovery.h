@@ -18,6 +18,8 @@
 struct gw_recovery_report {
     uint64_t messages, bytes, segments, truncated_bytes;
     uint64_t next_segment; /* where the journal writes next */
+    /* The segments from here on hold records of this format only. */
+    uint64_t reuse_from;
 };
 
 /*

@@ -325,6 +325,16 @@ append_rec(const char *seg, const struct gw_jrec *r, const void *data)
     free(buf);
 }
 
+/* The journal thread's report of an action (it frees the action after):
+ * counts the written ones. */
+static void
+count_done(void *arg, struct gw_action *job, int rc)
+{
+    (void) job;
+    if (rc == 0)
+        __atomic_add_fetch((int *) arg, 1, __ATOMIC_SEQ_CST);
+}
+
 static const struct gw_queue *
 queue_named(struct gw_broker *b, const char *name)
 {
@@ -420,6 +430,8 @@ test_recovery(void)
     CU_ASSERT(rep.segments == 3);
     CU_ASSERT(rep.truncated_bytes > 0);
     CU_ASSERT(rep.next_segment == 4);
+    /* Segment 1 holds records of format 2: its file is never reused. */
+    CU_ASSERT(rep.reuse_from == 2);
     CU_ASSERT_FATAL(queue_named(b, "in") != NULL);
     CU_ASSERT_FATAL(queue_named(b, "copy") != NULL);
     CU_ASSERT(queue_named(b, "in")->n_ready == 2);
@@ -625,9 +637,61 @@ test_segment_writer(void)
     CU_ASSERT(stat(path2, &st) == 0 && (uint64_t) st.st_size == w.size);
     gw_jseg_fini(&w);
 
+    /* Segment 2 dropped and kept as a spare, no segment left (a run that
+     * wrote nothing after recovery dropped the rest): new segments are
+     * numbered above the spare's, so its record never checks again. */
+    snprintf(path, sizeof(path), "%s/0000000000000002" GW_JOURNAL_SPARE_SUFFIX,
+             dir);
+    CU_ASSERT_FATAL(rename(path2, path) == 0);
+    CU_ASSERT_FATAL(gw_broker_new(&set, &b) == 0);
+    CU_ASSERT_FATAL(gw_recover(dir, b, &out, &rep) == 0);
+    CU_ASSERT(rep.messages == 0);
+    CU_ASSERT(rep.segments == 0);
+    CU_ASSERT(rep.next_segment == 3);
+    CU_ASSERT(rep.reuse_from == 1);
+    while ((a = gw_actions_pop(&out)) != NULL)
+        gw_action_free(a);
+    gw_broker_free(b);
+    /* The journal thread finds the spare and writes segment 3 into it. */
+    {
+        struct gw_journal *j;
+        int appended = 0;
+        uint64_t v;
+
+        CU_ASSERT(gw_journal_file_seg("0000000000000002.spare",
+                                      GW_JOURNAL_SPARE_SUFFIX, &v) &&
+                  v == 2);
+        CU_ASSERT(!gw_journal_file_seg("2.spare", GW_JOURNAL_SPARE_SUFFIX, &v));
+        CU_ASSERT(!gw_journal_file_seg("000000000000000g.seg",
+                                       GW_JOURNAL_SEGMENT_SUFFIX, &v));
+        CU_ASSERT_FATAL(gw_journal_start(dir, rep.next_segment, rep.reuse_from,
+                                         1 << 20, 10,
+                                         count_done, &appended, &j) == 0);
+        a = gw_action_new(GW_ACT_JOURNAL_APPEND);
+        r = small_rec(GW_JREC_SETTLE, 1, 13, 0, 0);
+        a->buf = encode(3, &r, NULL, &len);
+        a->hdr_len = (uint32_t) len;
+        a->seq = 1;
+        a->sync = true;
+        gw_journal_submit(j, a);
+        gw_journal_stop(j);
+        CU_ASSERT(appended == 1);
+    }
+    CU_ASSERT(access(path, F_OK) != 0);
+    snprintf(path, sizeof(path), "%s/0000000000000003.seg", dir);
+    CU_ASSERT(stat(path, &st) == 0 && st.st_size > 0);
+    CU_ASSERT_FATAL(gw_broker_new(&set, &b) == 0);
+    CU_ASSERT_FATAL(gw_recover(dir, b, &out, &rep) == 0);
+    CU_ASSERT(rep.segments == 1);
+    CU_ASSERT(rep.messages == 0);
+    CU_ASSERT(rep.next_segment == 4);
+    while ((a = gw_actions_pop(&out)) != NULL)
+        gw_action_free(a);
+    gw_broker_free(b);
+    unlink(path);
+
     free(back);
     free(mem);
-    unlink(path2);
     snprintf(path, sizeof(path), "%s/" GW_JOURNAL_TOPOLOGY_FILE, dir);
     unlink(path);
     CU_ASSERT(rmdir(dir) == 0);

@@ -169,3 +169,14 @@ stop_gateway() {
 gw_stat() {
     "$bindir/scimqctl" stats | jq -r "$1"
 }
+
+# segments_left DIR: asserts that a journal/spill directory holds at most
+# the segment being written plus the spare files kept for reuse (at most
+# two, GW_JOURNAL_SPARES), once every message in it is settled.
+segments_left() {
+    segs=$(find "$1" -maxdepth 1 -type f ! -name '*.spare' | wc -l)
+    spares=$(find "$1" -maxdepth 1 -type f -name '*.spare' | wc -l)
+    [ "$segs" -le 1 ] || fail "$segs segments left"
+    [ "$spares" -le 2 ] || fail "$spares spare files (at most 2 are kept)"
+    ok "only the active segment is left ($spares spare files)"
+}
