@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,4 +29,17 @@ gw_dir_ready(const char *dir, const char *what)
         return SCIMQ_EACCES;
     }
     return 0;
+}
+
+int
+gw_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+
+    if (fd < 0)
+        return scimq__err_from_errno(errno);
+    if (fsync(fd) != 0)
+        rc = scimq__err_from_errno(errno);
+    close(fd);
+    return rc;
 }

@@ -9,4 +9,8 @@
  */
 int gw_dir_ready(const char *dir, const char *what);
 
+/* Syncs directory dir (the names created, renamed or deleted in it).
+ * 0 or a SCIMQ_E* code. */
+int gw_fsync_dir(const char *dir);
+
 #endif /* SCIMQ_GATEWAY_FSDIR_H */

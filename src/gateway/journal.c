@@ -21,6 +21,7 @@
 #include "common/error_internal.h"
 #include "clock.h"
 #include "common/log.h"
+#include "fsdir.h"
 #include "journal.h"
 #include "journal_codec.h"
 #include "journal_reaper.h"
@@ -38,8 +39,9 @@ struct gw_journal {
     pthread_cond_t cond;
     struct gw_actions jobs;
     bool stop;
-    struct gw_jreaper *reaper;     /* deletes dropped segments, in order */
-    uint64_t reuse_from; /* segments from here on may become spares */
+    struct gw_jreaper *reaper; /* deletes dropped segments, in order */
+    uint64_t reuse_from;       /* segments from here on may become spares */
+    uint64_t salt;
     /* Spare files: the segment number each holds, 0 for none. */
     uint64_t spare[GW_JOURNAL_SPARES];
     /* Thread-only state. */
@@ -112,19 +114,6 @@ gw_journal_clear(const char *dir)
             rc = scimq__err_from_errno(errno);
     }
     closedir(d);
-    return rc;
-}
-
-static int
-fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
-
-    if (fd < 0)
-        return scimq__err_from_errno(errno);
-    if (fsync(fd) != 0)
-        rc = scimq__err_from_errno(errno);
-    close(fd);
     return rc;
 }
 
@@ -238,6 +227,7 @@ static int
 segment_roll(struct gw_journal *j)
 {
     char path[PATH_MAX];
+    bool reuse;
     int rc;
 
     if (j->w.fd >= 0) {
@@ -247,11 +237,20 @@ segment_roll(struct gw_journal *j)
         gw_jseg_close(&j->w);
     }
     gw_journal_segment_path(j->dir, j->next_seg, path, sizeof(path));
-    rc = gw_jseg_open(&j->w, path, j->next_seg, spare_take(j, path));
-    if (rc != 0)
+    reuse = spare_take(j, path);
+    rc = gw_jseg_open(&j->w, path, j->next_seg,
+                      gw_jrec_seal(j->salt, j->next_seg), reuse);
+    if (rc != 0) {
+        /* The spare, renamed, holds only old bytes: gone, so that the
+         * next try creates the file anew. */
+        if (reuse && unlink(path) != 0 && errno != ENOENT)
+            SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 10000,
+                             "cannot delete journal segment %s: %s", path,
+                             strerror(errno));
         return rc;
+    }
     j->next_seg++;
-    return fsync_dir(j->dir);
+    return gw_fsync_dir(j->dir);
 }
 
 /* Appends a record; it is reported once written (complete_unwritten). */
@@ -270,10 +269,10 @@ do_append(struct gw_journal *j, struct gw_action *job)
     /* The CRC is finished here, off the broker's lock: from the data's,
      * taken as the payload arrived, or over the data too. */
     if (job->data_crc_ok)
-        crc =
-            gw_jrec_crc_fields(job->buf, job->hdr_len, job->data_crc, j->w.seg);
+        crc = gw_jrec_crc_fields(job->buf, job->hdr_len, job->data_crc,
+                                 j->w.seal);
     else
-        crc = gw_jrec_crc(job->buf, job->hdr_len, data, job->len, j->w.seg);
+        crc = gw_jrec_crc(job->buf, job->hdr_len, data, job->len, j->w.seal);
     gw_jrec_set_crc(job->buf, crc);
     job->seg = j->w.seg;
     rc = gw_jseg_append(&j->w, job->buf, job->hdr_len, data, job->len,
@@ -329,13 +328,11 @@ do_drop(struct gw_journal *j, uint64_t seg)
     if (seg == j->w.seg && j->w.fd >= 0)
         return; /* the active one is never dropped */
     gw_journal_segment_path(j->dir, seg, path, sizeof(path));
-    if (spare_keep(j, seg, path))
+    /* Segments leave in order (journal_reaper.h): a rename to a spare
+     * must not pass an older segment still queued for deletion. */
+    if (gw_jreaper_idle(j->reaper) && spare_keep(j, seg, path))
         return;
-    if (gw_jreaper_delete(j->reaper, path) != 0 && unlink(path) != 0 &&
-        errno != ENOENT)
-        SCIMQ_LOG_SPARSE(SCIMQ_LOG_WARN, GATEWAY, 10000,
-                         "cannot delete journal segment %s: %s", path,
-                         strerror(errno));
+    gw_jreaper_delete(j->reaper, path);
 }
 
 static int
@@ -372,7 +369,7 @@ do_topology(struct gw_journal *j, const char *text)
     if (rc == 0 && rename(tmp, path) != 0)
         rc = scimq__err_from_errno(errno);
     if (rc == 0)
-        rc = fsync_dir(j->dir);
+        rc = gw_fsync_dir(j->dir);
     if (rc != 0)
         unlink(tmp);
     return rc;
@@ -486,9 +483,8 @@ journal_main(void *arg)
     return NULL;
 }
 
-/* The spare files left in the directory by an earlier run.  Files above
- * GW_JOURNAL_SPARES (only an older layout or a hand could leave them)
- * are deleted. */
+/* The spare files left in the directory by an earlier run; spares beyond
+ * GW_JOURNAL_SPARES (only a hand could put them there) are deleted. */
 static void
 spares_find(struct gw_journal *j)
 {
@@ -519,10 +515,9 @@ spares_find(struct gw_journal *j)
 }
 
 int
-gw_journal_start(const char *dir, uint64_t first_seg, uint64_t reuse_from,
-                 uint64_t segment_size,
-                 uint32_t batch_ms, gw_journal_done_fn done, void *arg,
-                 struct gw_journal **j_p)
+gw_journal_start(const char *dir, const struct gw_journal_resume *at,
+                 uint64_t segment_size, uint32_t batch_ms,
+                 gw_journal_done_fn done, void *arg, struct gw_journal **j_p)
 {
     struct gw_journal *j = calloc(1, sizeof(*j));
 
@@ -538,8 +533,10 @@ gw_journal_start(const char *dir, uint64_t first_seg, uint64_t reuse_from,
     j->arg = arg;
     j->segment_size = segment_size;
     j->batch_ms = batch_ms;
-    j->next_seg = first_seg;
-    j->reuse_from = reuse_from < first_seg ? reuse_from : first_seg;
+    j->next_seg = at->first_seg;
+    j->reuse_from =
+        at->reuse_from < at->first_seg ? at->reuse_from : at->first_seg;
+    j->salt = at->salt;
     spares_find(j);
     if (gw_jseg_init(&j->w) != 0) {
         free(j);

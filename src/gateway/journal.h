@@ -38,6 +38,14 @@ typedef void (*gw_journal_done_fn)(void *arg, struct gw_action *job, int rc);
 
 #define GW_JOURNAL_TOPOLOGY_FILE "topology.json"
 /*
+ * The journal's salt: 16 hex digits, drawn at random when the journal is
+ * made (or first written in format 5) and never changed.  Format 5 mixes
+ * it into every record's CRC (journal_codec.h, gw_jrec_seal), so that the
+ * bytes a producer sent, left in a reused file, can never be taken for a
+ * record.  It stays in the directory, unreadable to others (0600).
+ */
+#define GW_JOURNAL_SALT_FILE "salt"
+/*
  * Files of dropped segments kept for reuse, named by the segment whose
  * bytes they still hold ("<16 hex digits>.spare"): recovery numbers new
  * segments above every spare's number as well as every segment's, so
@@ -53,14 +61,20 @@ typedef void (*gw_journal_done_fn)(void *arg, struct gw_action *job, int rc);
 #define GW_JOURNAL_SEGMENT_SUFFIX ".seg"
 #define GW_JOURNAL_SPARE_SUFFIX ".spare"
 
+/* Where a journal goes on (recovery.h finds it out). */
+struct gw_journal_resume {
+    uint64_t first_seg;  /* the number of the first new segment */
+    uint64_t reuse_from; /* segments from here on hold records of this
+                            format only: when dropped, their files may be
+                            kept as spares; older ones are deleted */
+    uint64_t salt;       /* the journal's secret (GW_JOURNAL_SALT_FILE) */
+};
+
 /*
- * Starts the thread on dir (which recovery has read); new records go to a
- * new segment numbered first_seg.  Segments from reuse_from on hold
- * records of this gateway's format only (recovery says which): when
- * dropped, their files may be kept as spares; older ones are deleted.
+ * Starts the thread on dir (which recovery has read), going on at *at.
  * Returns 0 or a SCIMQ_E* code.
  */
-int gw_journal_start(const char *dir, uint64_t first_seg, uint64_t reuse_from,
+int gw_journal_start(const char *dir, const struct gw_journal_resume *at,
                      uint64_t segment_size, uint32_t batch_ms,
                      gw_journal_done_fn done, void *arg,
                      struct gw_journal **j_p);

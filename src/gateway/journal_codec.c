@@ -140,46 +140,46 @@ gw_jrec_crc_data_first(uint8_t format)
 }
 
 uint32_t
-gw_jrec_crc_seal(uint8_t format, uint32_t body_crc, uint64_t seg)
+gw_jrec_crc_seal(uint8_t format, uint32_t body_crc, uint64_t seal)
 {
     uint8_t b[8];
 
     if (format < 5)
         return body_crc;
-    wire_put64(b, seg);
+    wire_put64(b, seal);
     return scimq_proto_crc32c(body_crc, b, sizeof(b));
 }
 
 uint32_t
 gw_jrec_crc(const uint8_t *hdr, size_t hdr_len, const void *data,
-            uint64_t data_len, uint64_t seg)
+            uint64_t data_len, uint64_t seal)
 {
     uint8_t format = layout_format(hdr[21]);
     uint32_t crc;
 
     if (gw_jrec_crc_data_first(format))
         return gw_jrec_crc_fields(
-            hdr, hdr_len, scimq_proto_crc32c(0, data, (size_t) data_len), seg);
+            hdr, hdr_len, scimq_proto_crc32c(0, data, (size_t) data_len), seal);
     crc = scimq_proto_crc32c(0, hdr + GW_JREC_PREFIX_LEN,
                              hdr_len - GW_JREC_PREFIX_LEN);
     if (data_len > 0)
         crc = scimq_proto_crc32c(crc, data, (size_t) data_len);
-    return gw_jrec_crc_seal(format, crc, seg);
+    return gw_jrec_crc_seal(format, crc, seal);
 }
 
 uint32_t
 gw_jrec_crc_fields(const uint8_t *hdr, size_t hdr_len, uint32_t data_crc,
-                   uint64_t seg)
+                   uint64_t seal)
 {
     return gw_jrec_crc_seal(layout_format(hdr[21]),
                             scimq_proto_crc32c(data_crc,
                                                hdr + GW_JREC_PREFIX_LEN,
                                                hdr_len - GW_JREC_PREFIX_LEN),
-                            seg);
+                            seal);
 }
 
 void
-gw_jrec_pad(uint8_t *buf, size_t len, uint64_t seg)
+gw_jrec_pad(uint8_t *buf, size_t len, uint64_t seal)
 {
     size_t body = len - GW_JREC_PREFIX_LEN;
 
@@ -188,10 +188,11 @@ gw_jrec_pad(uint8_t *buf, size_t len, uint64_t seg)
     wire_put64(buf + 4, body);
     buf[20] = (uint8_t) GW_JREC_PAD;
     buf[21] = layout_byte(GW_JREC_FORMAT);
-    wire_put32(buf + 16,
-               gw_jrec_crc_seal(
-                   GW_JREC_FORMAT,
-                   scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN, body), seg));
+    wire_put32(
+        buf + 16,
+        gw_jrec_crc_seal(GW_JREC_FORMAT,
+                         scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN, body),
+                         seal));
 }
 
 void

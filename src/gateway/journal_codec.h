@@ -17,10 +17,13 @@
  * then the fields (the same for records without data): the data's CRC is
  * then the one the gateway took while the payload arrived (the decoder's,
  * see scimq_proto_decoder_set_payload_crc), and the journal thread only
- * adds the fields.  Format 5 then adds the number of the segment the
- * record is in (u64, big-endian): the writer reuses the files of deleted
- * segments (journal.h), and their old records, behind the new ones, must
- * not check as records of the segment the file now is.  Fields:
+ * adds the fields.  Format 5 then adds the seal of the segment the record
+ * is in (u64, big-endian; gw_jrec_seal: its number mixed with the
+ * journal's secret salt): the writer reuses the files of deleted segments
+ * (journal.h), and their old records, behind the new ones, must not check
+ * as records of the segment the file now is, nor may old payload bytes
+ * there that a producer chose (a payload can hold anything, a record
+ * too) check as a record.  Fields:
  *
  *   MSG      payload id u64, flags u16 (formats 3 and 4: GW_JREC_F_*),
  *            targets u16 (0: a spill of memory queues'
@@ -120,21 +123,31 @@ size_t gw_jrec_header_len(const struct gw_jrec *r);
  */
 void gw_jrec_encode(const struct gw_jrec *r, uint8_t *buf);
 /*
- * Writes a whole PAD record of len bytes (GW_JREC_PREFIX_LEN ..
- * GW_JREC_MAX_PAD) into buf, CRC included, for segment seg.
+ * The seal of segment seg in a journal of that salt (a random secret of
+ * the journal's, journal.h): distinct for every segment of the journal,
+ * and unknown to whoever does not know the salt.
  */
-void gw_jrec_pad(uint8_t *buf, size_t len, uint64_t seg);
+static inline uint64_t
+gw_jrec_seal(uint64_t salt, uint64_t seg)
+{
+    return salt ^ seg;
+}
+/*
+ * Writes a whole PAD record of len bytes (GW_JREC_PREFIX_LEN ..
+ * GW_JREC_MAX_PAD) into buf, CRC included, for the segment of that seal.
+ */
+void gw_jrec_pad(uint8_t *buf, size_t len, uint64_t seal);
 /* True when records of that format take the CRC over the data first. */
 bool gw_jrec_crc_data_first(uint8_t format);
-/* A record's CRC from its body's: format 5 adds the segment number. */
-uint32_t gw_jrec_crc_seal(uint8_t format, uint32_t body_crc, uint64_t seg);
-/* The CRC of a record in segment seg, in the order of the format hdr's
- * layout byte names (gw_jrec_encode has written it). */
+/* A record's CRC from its body's: format 5 adds its segment's seal. */
+uint32_t gw_jrec_crc_seal(uint8_t format, uint32_t body_crc, uint64_t seal);
+/* The CRC of a record in the segment of that seal, in the order of the
+ * format hdr's layout byte names (gw_jrec_encode has written it). */
 uint32_t gw_jrec_crc(const uint8_t *hdr, size_t hdr_len, const void *data,
-                     uint64_t data_len, uint64_t seg);
+                     uint64_t data_len, uint64_t seal);
 /* Formats 4 and 5: the same from the CRC32C of its data (0 for none). */
 uint32_t gw_jrec_crc_fields(const uint8_t *hdr, size_t hdr_len,
-                            uint32_t data_crc, uint64_t seg);
+                            uint32_t data_crc, uint64_t seal);
 void gw_jrec_set_crc(uint8_t *hdr, uint32_t crc);
 
 /*

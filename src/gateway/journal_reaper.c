@@ -22,7 +22,9 @@ struct gw_jreaper {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cond;
+    pthread_cond_t idle_cond; /* signalled when the queue has emptied */
     struct reap *head, *tail;
+    bool busy; /* a deletion in progress */
     bool stop;
 };
 
@@ -52,10 +54,14 @@ reaper_main(void *arg)
         r->head = e->next;
         if (r->head == NULL)
             r->tail = NULL;
+        r->busy = true;
         pthread_mutex_unlock(&r->lock);
         reap(e->path);
         free(e);
         pthread_mutex_lock(&r->lock);
+        r->busy = false;
+        if (r->head == NULL)
+            pthread_cond_broadcast(&r->idle_cond);
     }
     pthread_mutex_unlock(&r->lock);
     return NULL;
@@ -71,9 +77,11 @@ gw_jreaper_start(struct gw_jreaper **r_p)
         return SCIMQ_ENOMEM;
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->cond, NULL);
+    pthread_cond_init(&r->idle_cond, NULL);
     if (pthread_create(&r->thread, NULL, reaper_main, r) != 0) {
         pthread_mutex_destroy(&r->lock);
         pthread_cond_destroy(&r->cond);
+        pthread_cond_destroy(&r->idle_cond);
         free(r);
         return SCIMQ_ENOMEM;
     }
@@ -81,14 +89,20 @@ gw_jreaper_start(struct gw_jreaper **r_p)
     return 0;
 }
 
-int
+void
 gw_jreaper_delete(struct gw_jreaper *r, const char *path)
 {
     size_t n = strlen(path) + 1;
     struct reap *e = malloc(sizeof(*e) + n);
 
-    if (e == NULL)
-        return SCIMQ_ENOMEM;
+    if (e == NULL) {
+        pthread_mutex_lock(&r->lock);
+        while (r->head != NULL || r->busy)
+            pthread_cond_wait(&r->idle_cond, &r->lock);
+        pthread_mutex_unlock(&r->lock);
+        reap(path);
+        return;
+    }
     memcpy(e->path, path, n);
     e->next = NULL;
     pthread_mutex_lock(&r->lock);
@@ -99,7 +113,17 @@ gw_jreaper_delete(struct gw_jreaper *r, const char *path)
     r->tail = e;
     pthread_cond_signal(&r->cond);
     pthread_mutex_unlock(&r->lock);
-    return 0;
+}
+
+bool
+gw_jreaper_idle(struct gw_jreaper *r)
+{
+    bool idle;
+
+    pthread_mutex_lock(&r->lock);
+    idle = r->head == NULL && !r->busy;
+    pthread_mutex_unlock(&r->lock);
+    return idle;
 }
 
 void
@@ -114,5 +138,6 @@ gw_jreaper_stop(struct gw_jreaper *r)
     pthread_join(r->thread, NULL);
     pthread_mutex_destroy(&r->lock);
     pthread_cond_destroy(&r->cond);
+    pthread_cond_destroy(&r->idle_cond);
     free(r);
 }

@@ -18,13 +18,19 @@
 #ifndef SCIMQ_GATEWAY_JOURNAL_REAPER_H
 #define SCIMQ_GATEWAY_JOURNAL_REAPER_H
 
+#include <stdbool.h>
+
 struct gw_jreaper;
 
 /* Starts the thread.  Returns 0 or a SCIMQ_E* code. */
 int gw_jreaper_start(struct gw_jreaper **r_p);
-/* Queues the deletion of the file at path (copied).  0 or SCIMQ_ENOMEM
- * (then the caller deletes it itself). */
-int gw_jreaper_delete(struct gw_jreaper *r, const char *path);
+/* Queues the deletion of the file at path (copied).  Without memory for
+ * the queue it waits for what is queued, then deletes the file itself:
+ * the order holds either way. */
+void gw_jreaper_delete(struct gw_jreaper *r, const char *path);
+/* True when nothing is queued or being deleted: a segment may then leave
+ * by other means (a rename, journal.c) without passing an older one. */
+bool gw_jreaper_idle(struct gw_jreaper *r);
 /* Deletes what is queued, then stops the thread. */
 void gw_jreaper_stop(struct gw_jreaper *r);
 

@@ -45,7 +45,8 @@ gw_jseg_fini(struct gw_jseg *s)
 }
 
 int
-gw_jseg_open(struct gw_jseg *s, const char *path, uint64_t seg, bool reuse)
+gw_jseg_open(struct gw_jseg *s, const char *path, uint64_t seg, uint64_t seal,
+             bool reuse)
 {
     struct stat st;
     int fl;
@@ -73,6 +74,7 @@ gw_jseg_open(struct gw_jseg *s, const char *path, uint64_t seg, bool reuse)
                          "through the page cache",
                          path, strerror(errno));
     s->seg = seg;
+    s->seal = seal;
     s->size = s->written = s->base = s->end = 0;
     s->fill = 0;
     s->reused = reuse;
@@ -172,7 +174,7 @@ pad_to_block(struct gw_jseg *s, uint64_t extra)
         return 0;
     if (len < GW_JREC_PREFIX_LEN)
         len += GW_JSEG_ALIGN;
-    gw_jrec_pad(pad, (size_t) len, s->seg);
+    gw_jrec_pad(pad, (size_t) len, s->seal);
     return put(s, pad, len);
 }
 
@@ -266,6 +268,10 @@ gw_jseg_abandon(struct gw_jseg *s)
                          "journal: cannot cut segment %016llx after an "
                          "error: %s",
                          (unsigned long long) s->seg, strerror(errno));
+    /* What was written whole is where the close cuts too (not beyond,
+     * which would grow the file again with a hole). */
+    if (s->end > s->written)
+        s->end = s->written;
     gw_jseg_close(s);
 }
 

@@ -26,7 +26,7 @@
  * blocks are allocated and written already, so nothing is reserved below
  * its old size, and closing cuts the file where the new writes end.  The
  * old records left behind the new ones do not check as this segment's
- * (journal_codec.h, format 5).
+ * (journal_codec.h, format 5: the segment's seal).
  */
 #ifndef SCIMQ_GATEWAY_JOURNAL_SEGMENT_H
 #define SCIMQ_GATEWAY_JOURNAL_SEGMENT_H
@@ -54,6 +54,7 @@
 struct gw_jseg {
     int fd;            /* -1: none open */
     uint64_t seg;      /* its number */
+    uint64_t seal;     /* its seal (journal_codec.h, gw_jrec_seal) */
     bool direct;       /* opened with O_DIRECT */
     uint64_t size;     /* bytes of records appended */
     uint64_t written;  /* of which written to the file (flush, seal) */
@@ -73,7 +74,8 @@ void gw_jseg_fini(struct gw_jseg *s);
 /* Creates segment file path (it must not exist) as the one written, or
  * with reuse opens the existing file there (a deleted segment's, renamed)
  * and writes over it. */
-int gw_jseg_open(struct gw_jseg *s, const char *path, uint64_t seg, bool reuse);
+int gw_jseg_open(struct gw_jseg *s, const char *path, uint64_t seg,
+                 uint64_t seal, bool reuse);
 
 /*
  * Appends a record: hdr (its prefix and fields) and data_len bytes of

@@ -656,6 +656,9 @@ static int
 spill_start(struct gateway *gw)
 {
     const char *dir = gw->opt.spill_dir;
+    /* Spilled payloads are read back by place, never recovered: no salt
+     * is needed. */
+    const struct gw_journal_resume at = {.first_seg = 1, .reuse_from = 1};
     char path[PATH_MAX];
     int rc = gw_dir_ready(dir, "spill");
 
@@ -671,7 +674,7 @@ spill_start(struct gateway *gw)
     }
     rc = gw_journal_clear(dir);
     if (rc == 0)
-        rc = gw_journal_start(dir, 1, 1, gw->opt.journal_segment,
+        rc = gw_journal_start(dir, &at, gw->opt.journal_segment,
                               gw->opt.journal_batch_ms, gw_hub_io_done,
                               &gw->hub, &gw->hub.journal);
     if (rc != 0)
@@ -729,8 +732,7 @@ core_start(struct gateway *gw)
     if (set.journal) {
         rc = gw_recover(gw->opt.journal_dir, b, &drops, &rep);
         if (rc == 0)
-            rc = gw_journal_start(gw->opt.journal_dir, rep.next_segment,
-                                  rep.reuse_from,
+            rc = gw_journal_start(gw->opt.journal_dir, &rep.resume,
                                   gw->opt.journal_segment,
                                   gw->opt.journal_batch_ms, gw_hub_io_done,
                                   &gw->hub, &gw->hub.journal);

@@ -18,6 +18,7 @@
 #include <scimq/proto.h>
 
 #include "alloc.h"
+#include "common/auth.h"
 #include "common/error_internal.h"
 #include "common/log.h"
 #include "fsdir.h"
@@ -264,13 +265,14 @@ read_full(int fd, void *buf, size_t len)
  * what lies behind is unknown).
  */
 static void
-scan_segment(struct model *m, const char *dir, uint64_t seg, uint8_t *chunk,
-             uint64_t *bytes, uint64_t *truncated, bool *older)
+scan_segment(struct model *m, const char *dir, uint64_t seg, uint64_t salt,
+             uint8_t *chunk, uint64_t *bytes, uint64_t *truncated, bool *older)
 {
     char path[4096];
     uint8_t *fields = NULL;
     uint64_t off = 0, size;
     struct stat stbuf;
+    bool sealed = false; /* a record of this format was read */
     int fd;
 
     gw_journal_segment_path(dir, seg, path, sizeof(path));
@@ -315,12 +317,16 @@ scan_segment(struct model *m, const char *dir, uint64_t seg, uint8_t *chunk,
         }
         if (data_first)
             got = scimq_proto_crc32c(got, fields, flen);
-        got = gw_jrec_crc_seal(format, got, seg);
-        if (left != 0 || got != crc ||
+        got = gw_jrec_crc_seal(format, got, gw_jrec_seal(salt, seg));
+        /* Older formats are never written after this one into a segment:
+         * one there is old bytes of a reused file, whatever its CRC. */
+        if (left != 0 || got != crc || (sealed && format < GW_JREC_FORMAT) ||
             gw_jrec_fields(type, format, fields, flen, body, &r) != 0)
             break;
         if (format < GW_JREC_FORMAT)
             *older = true;
+        else
+            sealed = true;
         apply(m, &r, seg, off + GW_JREC_PREFIX_LEN + flen);
         off += GW_JREC_PREFIX_LEN + body;
     }
@@ -340,6 +346,65 @@ scan_segment(struct model *m, const char *dir, uint64_t seg, uint8_t *chunk,
     free(fields);
     close(fd);
     *bytes = off;
+}
+
+/*
+ * The journal's salt (journal.h, GW_JOURNAL_SALT_FILE), drawn and stored
+ * (written, synced, renamed into place, the directory synced) before any
+ * record that depends on it is written.  A journal whose topology says
+ * format 5 (current) must have one: its records cannot be checked without
+ * it, and a new salt would have recovery cut every one of them.
+ */
+static int
+salt_load(const char *dir, bool current, uint64_t *salt)
+{
+    char path[4096], tmp[4096], text[32];
+    FILE *f;
+    int fd, rc;
+
+    snprintf(path, sizeof(path), "%s/" GW_JOURNAL_SALT_FILE, dir);
+    f = fopen(path, "r");
+    if (f != NULL) {
+        unsigned long long v;
+        int got = fscanf(f, "%16llx", &v);
+
+        fclose(f);
+        if (got != 1) {
+            SCIMQ_LOG_ERROR(GATEWAY, "journal: %s: not a salt", path);
+            return SCIMQ_EIO;
+        }
+        *salt = v;
+        return 0;
+    }
+    snprintf(tmp, sizeof(tmp), "%s/" GW_JOURNAL_TOPOLOGY_FILE, dir);
+    if (current && access(tmp, F_OK) == 0) {
+        SCIMQ_LOG_ERROR(GATEWAY,
+                        "journal %s: %s is missing; the records of this "
+                        "journal cannot be checked without it",
+                        dir, GW_JOURNAL_SALT_FILE);
+        return SCIMQ_EIO;
+    }
+    rc = scimq__random_bytes(salt, sizeof(*salt));
+    if (rc != 0)
+        return rc;
+    snprintf(text, sizeof(text), "%016" PRIx64 "\n", *salt);
+    snprintf(tmp, sizeof(tmp), "%s/" GW_JOURNAL_SALT_FILE ".new", dir);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return scimq__err_from_errno(errno);
+    rc = write(fd, text, strlen(text)) == (ssize_t) strlen(text) &&
+                 fsync(fd) == 0
+             ? 0
+             : scimq__err_from_errno(errno ? errno : EIO);
+    close(fd);
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = scimq__err_from_errno(errno);
+    if (rc == 0)
+        rc = gw_fsync_dir(dir);
+    if (rc != 0)
+        SCIMQ_LOG_ERROR(GATEWAY, "journal: cannot write %s: %s", path,
+                        scimq_strerror(rc));
+    return rc;
 }
 
 static int
@@ -424,6 +489,8 @@ gw_recover(const char *dir, struct gw_broker *b, struct gw_actions *out,
     gw_broker_restore_begin(b, out);
     rc = topology_load(dir, b, &t.next_qid, &t.rewrite_topology);
     if (rc == 0)
+        rc = salt_load(dir, !t.rewrite_topology, &rep->resume.salt);
+    if (rc == 0)
         rc = segments_list(dir, &segs, &n, &spare_max);
     if (rc != 0) {
         free(segs);
@@ -431,14 +498,14 @@ gw_recover(const char *dir, struct gw_broker *b, struct gw_actions *out,
         return rc;
     }
     chunk = gw_xcalloc(1, SCAN_CHUNK);
-    rep->reuse_from = 1;
+    rep->resume.reuse_from = 1;
     for (i = 0; i < n; i++) {
         bool older = false;
 
-        scan_segment(&m, dir, segs[i].seg, chunk, &segs[i].bytes,
-                     &t.truncated_bytes, &older);
+        scan_segment(&m, dir, segs[i].seg, rep->resume.salt, chunk,
+                     &segs[i].bytes, &t.truncated_bytes, &older);
         if (older)
-            rep->reuse_from = segs[i].seg + 1;
+            rep->resume.reuse_from = segs[i].seg + 1;
     }
     free(chunk);
 
@@ -473,7 +540,7 @@ gw_recover(const char *dir, struct gw_broker *b, struct gw_actions *out,
     gw_broker_restore_end(b, &t);
     rep->segments = n;
     rep->truncated_bytes = t.truncated_bytes;
-    rep->next_segment = t.first_new_segment;
+    rep->resume.first_seg = t.first_new_segment;
     HASH_ITER(hh, m.payloads, p, pt)
     {
         if (p->restored != NULL)

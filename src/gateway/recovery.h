@@ -14,12 +14,11 @@
 
 #include "action.h"
 #include "broker.h"
+#include "journal.h"
 
 struct gw_recovery_report {
     uint64_t messages, bytes, segments, truncated_bytes;
-    uint64_t next_segment; /* where the journal writes next */
-    /* The segments from here on hold records of this format only. */
-    uint64_t reuse_from;
+    struct gw_journal_resume resume; /* where the journal goes on */
 };
 
 /*

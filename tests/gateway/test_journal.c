@@ -23,9 +23,11 @@
 #include "gateway/records.h"
 #include "gateway/recovery.h"
 
-/* The segment the records of the codec tests are in (format 5's CRC
- * covers it). */
+/* The segment the records of the codec tests are in, and the journal's
+ * salt (format 5's CRC covers the segment's seal, made of both). */
 #define TEST_SEG 1u
+#define TEST_SALT UINT64_C(0x5eed5a175eed5a17)
+#define TEST_SEAL gw_jrec_seal(TEST_SALT, TEST_SEG)
 
 static uint8_t *
 encode(uint64_t seg, const struct gw_jrec *r, const void *data, size_t *len)
@@ -34,7 +36,8 @@ encode(uint64_t seg, const struct gw_jrec *r, const void *data, size_t *len)
     uint8_t *buf = calloc(1, hlen + r->data_len);
 
     gw_jrec_encode(r, buf);
-    gw_jrec_set_crc(buf, gw_jrec_crc(buf, hlen, data, r->data_len, seg));
+    gw_jrec_set_crc(buf, gw_jrec_crc(buf, hlen, data, r->data_len,
+                                     gw_jrec_seal(TEST_SALT, seg)));
     if (r->data_len > 0)
         memcpy(buf + hlen, data, r->data_len);
     *len = hlen + r->data_len;
@@ -102,7 +105,7 @@ decode_in(uint64_t seg, const uint8_t *buf, size_t len, struct gw_jrec *r)
                                        (size_t) (body - flen)),
                     buf + GW_JREC_PREFIX_LEN, flen)
               : scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN, (size_t) body);
-    wire_put64_test(seg_be, seg);
+    wire_put64_test(seg_be, gw_jrec_seal(TEST_SALT, seg));
     if (format >= 5)
         got = scimq_proto_crc32c(got, seg_be, sizeof(seg_be));
     if (got != crc)
@@ -127,7 +130,7 @@ reseal(uint8_t *buf, size_t len)
                               (size_t) buf[14] << 8 | buf[15]);
 
     gw_jrec_set_crc(buf,
-                    gw_jrec_crc(buf, hlen, buf + hlen, len - hlen, TEST_SEG));
+                    gw_jrec_crc(buf, hlen, buf + hlen, len - hlen, TEST_SEAL));
 }
 
 /*
@@ -159,8 +162,8 @@ test_codec_formats(void)
     CU_ASSERT(decode_in(TEST_SEG, buf, len, &d) == 0);
     /* Its CRC from the data's, as the journal thread finishes it. */
     CU_ASSERT(gw_jrec_crc_fields(buf, len - 4, scimq_proto_crc32c(0, "HEAD", 4),
-                                 TEST_SEG) ==
-              gw_jrec_crc(buf, len - 4, "HEAD", 4, TEST_SEG));
+                                 TEST_SEAL) ==
+              gw_jrec_crc(buf, len - 4, "HEAD", 4, TEST_SEAL));
     CU_ASSERT(d.payload_id == 42 && d.n_targets == 1 && d.data_len == 4);
     CU_ASSERT(gw_jrec_target_at(&d, 0).msg_id == 100);
     CU_ASSERT(gw_jrec_target_at(&d, 0).attempt == 1);
@@ -193,7 +196,7 @@ test_codec_formats(void)
     CU_ASSERT(buf[21] == 3);
     CU_ASSERT_FATAL(decode(buf, len, &d) == 0);
     CU_ASSERT(d.format == 3 && d.flags == GW_JREC_F_CONTROL);
-    CU_ASSERT(gw_jrec_crc(buf, len - 4, "HEAD", 4, TEST_SEG) ==
+    CU_ASSERT(gw_jrec_crc(buf, len - 4, "HEAD", 4, TEST_SEAL) ==
               scimq_proto_crc32c(0, buf + GW_JREC_PREFIX_LEN,
                                  len - GW_JREC_PREFIX_LEN));
     /* Read as format 4 its CRC does not hold. */
@@ -206,7 +209,7 @@ test_codec_formats(void)
     buf2 = encode(TEST_SEG, &r, "HEAD", &len2);
     CU_ASSERT(len2 + 2 == len);
     CU_ASSERT(buf2[21] == 0);
-    CU_ASSERT(gw_jrec_crc(buf2, len2 - 4, "HEAD", 4, TEST_SEG) ==
+    CU_ASSERT(gw_jrec_crc(buf2, len2 - 4, "HEAD", 4, TEST_SEAL) ==
               scimq_proto_crc32c(0, buf2 + GW_JREC_PREFIX_LEN,
                                  len2 - GW_JREC_PREFIX_LEN));
     /* payload id u64, then the target count u16 at once */
@@ -279,14 +282,14 @@ test_codec(void)
     }
     /* PAD: zeros under a CRC, bounded. */
     buf = calloc(1, GW_JREC_MAX_PAD + 8);
-    gw_jrec_pad(buf, 100, TEST_SEG);
+    gw_jrec_pad(buf, 100, TEST_SEAL);
     CU_ASSERT_FATAL(decode(buf, 100, &d) == 0);
     CU_ASSERT(d.type == GW_JREC_PAD && d.n_targets == 0);
     CU_ASSERT(d.format == GW_JREC_FORMAT);
     CU_ASSERT(decode_in(TEST_SEG + 1, buf, 100, &d) == SCIMQ_EPROTO_DATASUM);
     buf[60] = 1;
     CU_ASSERT(decode(buf, 100, &d) == SCIMQ_EPROTO_DATASUM);
-    gw_jrec_pad(buf, GW_JREC_MAX_PAD, TEST_SEG);
+    gw_jrec_pad(buf, GW_JREC_MAX_PAD, TEST_SEAL);
     CU_ASSERT(decode(buf, GW_JREC_MAX_PAD, &d) == 0);
     wire_put64_test(buf + 4, GW_JREC_MAX_PAD); /* one byte too long */
     CU_ASSERT(decode(buf, GW_JREC_MAX_PAD + 1, &d) == SCIMQ_EPROTO);
@@ -313,6 +316,16 @@ put_file(const char *name, const void *data, size_t len, int flags)
     CU_ASSERT_FATAL(fd >= 0);
     CU_ASSERT_FATAL(write(fd, data, len) == (ssize_t) len);
     close(fd);
+}
+
+/* The journal's salt file, with TEST_SALT. */
+static void
+put_salt(void)
+{
+    char text[32];
+
+    snprintf(text, sizeof(text), "%016llx\n", (unsigned long long) TEST_SALT);
+    put_file(GW_JOURNAL_SALT_FILE, text, strlen(text), O_TRUNC);
 }
 
 static void
@@ -374,6 +387,7 @@ test_recovery(void)
     snprintf(dir, sizeof(dir), "/tmp/scimq-journal-test.%ld", (long) getpid());
     mkdir(dir, 0700);
     put_file(GW_JOURNAL_TOPOLOGY_FILE, topo, strlen(topo), O_TRUNC);
+    put_salt();
     /* Segment 1: message 10/11 in both queues; a message of a deleted
      * queue; an old message settled everywhere. */
     r = msg_rec(1, both, 2, &bl, 1, 4);
@@ -429,9 +443,9 @@ test_recovery(void)
     CU_ASSERT(rep.bytes == 12);
     CU_ASSERT(rep.segments == 3);
     CU_ASSERT(rep.truncated_bytes > 0);
-    CU_ASSERT(rep.next_segment == 4);
+    CU_ASSERT(rep.resume.first_seg == 4);
     /* Segment 1 holds records of format 2: its file is never reused. */
-    CU_ASSERT(rep.reuse_from == 2);
+    CU_ASSERT(rep.resume.reuse_from == 2);
     CU_ASSERT_FATAL(queue_named(b, "in") != NULL);
     CU_ASSERT_FATAL(queue_named(b, "copy") != NULL);
     CU_ASSERT(queue_named(b, "in")->n_ready == 2);
@@ -481,6 +495,8 @@ test_recovery(void)
     unlink(path);
     snprintf(path, sizeof(path), "%s/0000000000000003.seg", dir);
     unlink(path);
+    snprintf(path, sizeof(path), "%s/" GW_JOURNAL_SALT_FILE, dir);
+    unlink(path);
     snprintf(path, sizeof(path), "%s/" GW_JOURNAL_TOPOLOGY_FILE, dir);
     unlink(path);
     rmdir(dir);
@@ -527,13 +543,15 @@ test_segment_writer(void)
     snprintf(dir, sizeof(dir), "/var/tmp/scimq-jseg-test.%ld", (long) getpid());
     CU_ASSERT_FATAL(mkdir(dir, 0700) == 0);
     put_file(GW_JOURNAL_TOPOLOGY_FILE, topo, strlen(topo), O_TRUNC);
+    put_salt();
     CU_ASSERT_FATAL(posix_memalign(&mem, GW_JSEG_ALIGN, big_len) == 0);
     big = mem;
     for (uint64_t i = 0; i < big_len; i++)
         big[i] = (uint8_t) (i * 7 + 3);
     snprintf(path, sizeof(path), "%s/0000000000000001.seg", dir);
     CU_ASSERT_FATAL(gw_jseg_init(&w) == 0);
-    CU_ASSERT_FATAL(gw_jseg_open(&w, path, 1, false) == 0);
+    CU_ASSERT_FATAL(
+        gw_jseg_open(&w, path, 1, gw_jrec_seal(TEST_SALT, 1), false) == 0);
 
     r = msg_rec(1, &t10, 1, &bl, 1, 4);
     hdr = encode(TEST_SEG, &r, "AAAA", &len);
@@ -612,7 +630,8 @@ test_segment_writer(void)
     snprintf(path2, sizeof(path2), "%s/0000000000000002.seg", dir);
     CU_ASSERT_FATAL(rename(path, path2) == 0);
     CU_ASSERT_FATAL(gw_jseg_init(&w) == 0);
-    CU_ASSERT_FATAL(gw_jseg_open(&w, path2, 2, true) == 0);
+    CU_ASSERT_FATAL(
+        gw_jseg_open(&w, path2, 2, gw_jrec_seal(TEST_SALT, 2), true) == 0);
     if (w.direct)
         CU_ASSERT(w.reserved == sealed_size);
     r = msg_rec(4, &t13, 1, &bl, 1, 4);
@@ -647,8 +666,8 @@ test_segment_writer(void)
     CU_ASSERT_FATAL(gw_recover(dir, b, &out, &rep) == 0);
     CU_ASSERT(rep.messages == 0);
     CU_ASSERT(rep.segments == 0);
-    CU_ASSERT(rep.next_segment == 3);
-    CU_ASSERT(rep.reuse_from == 1);
+    CU_ASSERT(rep.resume.first_seg == 3);
+    CU_ASSERT(rep.resume.reuse_from == 1);
     while ((a = gw_actions_pop(&out)) != NULL)
         gw_action_free(a);
     gw_broker_free(b);
@@ -664,8 +683,7 @@ test_segment_writer(void)
         CU_ASSERT(!gw_journal_file_seg("2.spare", GW_JOURNAL_SPARE_SUFFIX, &v));
         CU_ASSERT(!gw_journal_file_seg("000000000000000g.seg",
                                        GW_JOURNAL_SEGMENT_SUFFIX, &v));
-        CU_ASSERT_FATAL(gw_journal_start(dir, rep.next_segment, rep.reuse_from,
-                                         1 << 20, 10,
+        CU_ASSERT_FATAL(gw_journal_start(dir, &rep.resume, 1 << 20, 10,
                                          count_done, &appended, &j) == 0);
         a = gw_action_new(GW_ACT_JOURNAL_APPEND);
         r = small_rec(GW_JREC_SETTLE, 1, 13, 0, 0);
@@ -684,7 +702,7 @@ test_segment_writer(void)
     CU_ASSERT_FATAL(gw_recover(dir, b, &out, &rep) == 0);
     CU_ASSERT(rep.segments == 1);
     CU_ASSERT(rep.messages == 0);
-    CU_ASSERT(rep.next_segment == 4);
+    CU_ASSERT(rep.resume.first_seg == 4);
     while ((a = gw_actions_pop(&out)) != NULL)
         gw_action_free(a);
     gw_broker_free(b);
@@ -692,6 +710,97 @@ test_segment_writer(void)
 
     free(back);
     free(mem);
+    snprintf(path, sizeof(path), "%s/" GW_JOURNAL_SALT_FILE, dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/" GW_JOURNAL_TOPOLOGY_FILE, dir);
+    unlink(path);
+    CU_ASSERT(rmdir(dir) == 0);
+}
+
+/*
+ * The salt: a record sealed with another journal's salt (or none) does
+ * not check; a record of an older format behind one of this format in a
+ * segment is old bytes of a reused file, and is cut even though its CRC
+ * checks; a journal of this format without its salt file is refused.
+ */
+static void
+test_salt(void)
+{
+    const char *topo = "{\"version\":5,\"next_qid\":1,\"queues\":["
+                       "{\"qid\":1,\"name\":\"in\",\"kind\":0,"
+                       "\"ack_timeout_ms\":5000,\"max_attempts\":0,"
+                       "\"max_bytes\":0,\"closed\":false,"
+                       "\"durability\":\"sync\"}],\"bindings\":[]}";
+    struct gw_broker_settings set = {.ack_timeout_ms = 5000,
+                                     .memory_limit = 1 << 20,
+                                     .chunk_size = 64 << 10,
+                                     .journal = true,
+                                     .durability = 2};
+    struct gw_jrec_target t1 = {1, 1, 0}, t2 = {1, 2, 0}, t3 = {1, 3, 0};
+    struct gw_jrec_target t4 = {1, 4, 0};
+    struct gw_jrec_block bl = {"d", 1, 4};
+    struct gw_recovery_report rep;
+    struct gw_actions out = {NULL, NULL};
+    struct gw_action *a;
+    struct gw_broker *b;
+    struct gw_jrec r;
+    char path[256];
+    uint8_t *buf;
+    size_t len;
+
+    snprintf(dir, sizeof(dir), "/tmp/scimq-jsalt-test.%ld", (long) getpid());
+    CU_ASSERT_FATAL(mkdir(dir, 0700) == 0);
+    put_file(GW_JOURNAL_TOPOLOGY_FILE, topo, strlen(topo), O_TRUNC);
+    put_salt();
+    /* Segment 1: message 1 (this journal's seal), message 2 of format 4
+     * (its CRC checks anywhere), message 3. */
+    r = msg_rec(1, &t1, 1, &bl, 1, 4);
+    append_rec("0000000000000001.seg", &r, "AAAA");
+    r = msg_rec(2, &t2, 1, &bl, 1, 4);
+    r.format = 4;
+    append_rec("0000000000000001.seg", &r, "BBBB");
+    r = msg_rec(3, &t3, 1, &bl, 1, 4);
+    append_rec("0000000000000001.seg", &r, "CCCC");
+    /* Segment 2: a record sealed without the salt (seal = its number). */
+    r = msg_rec(4, &t4, 1, &bl, 1, 4);
+    len = gw_jrec_header_len(&r);
+    buf = calloc(1, len + 4);
+    gw_jrec_encode(&r, buf);
+    gw_jrec_set_crc(buf, gw_jrec_crc(buf, len, "DDDD", 4, 2));
+    memcpy(buf + len, "DDDD", 4);
+    put_file("0000000000000002.seg", buf, len + 4, O_TRUNC);
+    free(buf);
+
+    CU_ASSERT_FATAL(gw_broker_new(&set, &b) == 0);
+    CU_ASSERT_FATAL(gw_recover(dir, b, &out, &rep) == 0);
+    CU_ASSERT(rep.messages == 1); /* message 1 only */
+    /* Cut: segment 1 behind message 1, segment 2 whole. */
+    snprintf(path, sizeof(path), "%s/0000000000000002.seg", dir);
+    CU_ASSERT(access(path, F_OK) == 0);
+    CU_ASSERT(rep.truncated_bytes > len + 4);
+    CU_ASSERT(rep.resume.salt == TEST_SALT);
+    CU_ASSERT(rep.resume.reuse_from == 1);
+    CU_ASSERT_FATAL(queue_named(b, "in") != NULL);
+    CU_ASSERT(queue_named(b, "in")->n_ready == 1);
+    CU_ASSERT(queue_named(b, "in")->ready->id == 1);
+    while ((a = gw_actions_pop(&out)) != NULL)
+        gw_action_free(a);
+    gw_broker_free(b);
+
+    /* Without its salt file, the journal is refused (not cut). */
+    snprintf(path, sizeof(path), "%s/" GW_JOURNAL_SALT_FILE, dir);
+    CU_ASSERT(unlink(path) == 0);
+    CU_ASSERT_FATAL(gw_broker_new(&set, &b) == 0);
+    CU_ASSERT(gw_recover(dir, b, &out, &rep) != 0);
+    while ((a = gw_actions_pop(&out)) != NULL)
+        gw_action_free(a);
+    gw_broker_free(b);
+    CU_ASSERT(access(path, F_OK) != 0);
+
+    for (int i = 1; i <= 2; i++) {
+        snprintf(path, sizeof(path), "%s/%016x.seg", dir, i);
+        unlink(path);
+    }
     snprintf(path, sizeof(path), "%s/" GW_JOURNAL_TOPOLOGY_FILE, dir);
     unlink(path);
     CU_ASSERT(rmdir(dir) == 0);
@@ -730,13 +839,15 @@ test_damage(void)
     snprintf(dir, sizeof(dir), "/var/tmp/scimq-jdamage.%ld", (long) getpid());
     CU_ASSERT_FATAL(mkdir(dir, 0700) == 0);
     put_file(GW_JOURNAL_TOPOLOGY_FILE, topo, strlen(topo), O_TRUNC);
+    put_salt();
     snprintf(path, sizeof(path), "%s/0000000000000001.seg", dir);
     CU_ASSERT_FATAL(posix_memalign(&mem, GW_JSEG_ALIGN, 70 * 1024) == 0);
     data = mem;
     for (size_t i = 0; i < 70 * 1024; i++)
         data[i] = (uint8_t) (i * 31 + 7);
     CU_ASSERT_FATAL(gw_jseg_init(&w) == 0);
-    CU_ASSERT_FATAL(gw_jseg_open(&w, path, 1, false) == 0);
+    CU_ASSERT_FATAL(
+        gw_jseg_open(&w, path, 1, gw_jrec_seal(TEST_SALT, 1), false) == 0);
     for (int i = 0; i < N; i++) {
         struct gw_jrec_target t = {1, (uint64_t) (100 + i), 0};
         struct gw_jrec_block bl = {"d", 1, 0};
@@ -816,6 +927,8 @@ test_damage(void)
     free(file);
     free(mem);
     unlink(path);
+    snprintf(path, sizeof(path), "%s/" GW_JOURNAL_SALT_FILE, dir);
+    unlink(path);
     snprintf(path, sizeof(path), "%s/" GW_JOURNAL_TOPOLOGY_FILE, dir);
     unlink(path);
     CU_ASSERT(rmdir(dir) == 0);
@@ -826,6 +939,7 @@ static const struct scimq_cunit_test journal_tests[] = {
     {"record formats 2 and 3: MSG flags", test_codec_formats, 1},
     {"recovery of a crafted journal", test_recovery, 1},
     {"segment writer", test_segment_writer, 1},
+    {"salt: records check only in their own journal", test_salt, 1},
     {"damage anywhere: exactly the records before it", test_damage, 1},
     {NULL, NULL, 0}};
 
