@@ -318,6 +318,37 @@ put_file(const char *name, const void *data, size_t len, int flags)
     close(fd);
 }
 
+/* The topology file of one guaranteed queue "in" (qid 1, sync), in the
+ * given topology format version. */
+static void
+put_one_queue_topology(int version)
+{
+    char topo[512];
+    int n = snprintf(topo, sizeof(topo),
+                     "{\"version\":%d,\"next_qid\":1,\"queues\":["
+                     "{\"qid\":1,\"name\":\"in\",\"kind\":0,"
+                     "\"ack_timeout_ms\":5000,\"max_attempts\":0,"
+                     "\"max_bytes\":0,\"closed\":false,"
+                     "\"durability\":\"sync\"}],\"bindings\":[]}",
+                     version);
+
+    CU_ASSERT_FATAL(n > 0 && (size_t) n < sizeof(topo));
+    put_file(GW_JOURNAL_TOPOLOGY_FILE, topo, (size_t) n, O_TRUNC);
+}
+
+/* The broker settings of the recovery tests: a journal, sync queues. */
+static struct gw_broker_settings
+journal_settings(void)
+{
+    struct gw_broker_settings set = {.ack_timeout_ms = 5000,
+                                     .memory_limit = 1 << 20,
+                                     .chunk_size = 64 << 10,
+                                     .journal = true,
+                                     .durability = 2};
+
+    return set;
+}
+
 /* The journal's salt file, with TEST_SALT. */
 static void
 put_salt(void)
@@ -368,11 +399,7 @@ test_recovery(void)
         "{\"qid\":2,\"name\":\"copy\",\"kind\":0,\"ack_timeout_ms\":5000,"
         "\"max_attempts\":3,\"max_bytes\":0,\"closed\":true,"
         "\"durability\":\"sync\"}],\"bindings\":[[1,2]]}";
-    struct gw_broker_settings set = {.ack_timeout_ms = 5000,
-                                     .memory_limit = 1 << 20,
-                                     .chunk_size = 64 << 10,
-                                     .journal = true,
-                                     .durability = 2};
+    struct gw_broker_settings set = journal_settings();
     struct gw_jrec_target both[2] = {{1, 10, 0}, {2, 11, 0}}, gone = {9, 12, 0};
     struct gw_jrec_block bl = {"d", 1, 4};
     struct gw_recovery_report rep;
@@ -510,16 +537,7 @@ test_recovery(void)
 static void
 test_segment_writer(void)
 {
-    const char *topo = "{\"version\":2,\"next_qid\":1,\"queues\":["
-                       "{\"qid\":1,\"name\":\"in\",\"kind\":0,"
-                       "\"ack_timeout_ms\":5000,\"max_attempts\":0,"
-                       "\"max_bytes\":0,\"closed\":false,"
-                       "\"durability\":\"sync\"}],\"bindings\":[]}";
-    struct gw_broker_settings set = {.ack_timeout_ms = 5000,
-                                     .memory_limit = 1 << 20,
-                                     .chunk_size = 64 << 10,
-                                     .journal = true,
-                                     .durability = 2};
+    struct gw_broker_settings set = journal_settings();
     /* Several MiB, and not a whole number of blocks. */
     const uint64_t big_len = (4u << 20) + 200 * 1024 + 100;
     struct gw_jrec_target t10 = {1, 10, 0}, t11 = {1, 11, 0}, t12 = {1, 12, 0};
@@ -542,7 +560,7 @@ test_segment_writer(void)
 
     snprintf(dir, sizeof(dir), "/var/tmp/scimq-jseg-test.%ld", (long) getpid());
     CU_ASSERT_FATAL(mkdir(dir, 0700) == 0);
-    put_file(GW_JOURNAL_TOPOLOGY_FILE, topo, strlen(topo), O_TRUNC);
+    put_one_queue_topology(2);
     put_salt();
     CU_ASSERT_FATAL(posix_memalign(&mem, GW_JSEG_ALIGN, big_len) == 0);
     big = mem;
@@ -726,16 +744,7 @@ test_segment_writer(void)
 static void
 test_salt(void)
 {
-    const char *topo = "{\"version\":5,\"next_qid\":1,\"queues\":["
-                       "{\"qid\":1,\"name\":\"in\",\"kind\":0,"
-                       "\"ack_timeout_ms\":5000,\"max_attempts\":0,"
-                       "\"max_bytes\":0,\"closed\":false,"
-                       "\"durability\":\"sync\"}],\"bindings\":[]}";
-    struct gw_broker_settings set = {.ack_timeout_ms = 5000,
-                                     .memory_limit = 1 << 20,
-                                     .chunk_size = 64 << 10,
-                                     .journal = true,
-                                     .durability = 2};
+    struct gw_broker_settings set = journal_settings();
     struct gw_jrec_target t1 = {1, 1, 0}, t2 = {1, 2, 0}, t3 = {1, 3, 0};
     struct gw_jrec_target t4 = {1, 4, 0};
     struct gw_jrec_block bl = {"d", 1, 4};
@@ -750,7 +759,7 @@ test_salt(void)
 
     snprintf(dir, sizeof(dir), "/tmp/scimq-jsalt-test.%ld", (long) getpid());
     CU_ASSERT_FATAL(mkdir(dir, 0700) == 0);
-    put_file(GW_JOURNAL_TOPOLOGY_FILE, topo, strlen(topo), O_TRUNC);
+    put_one_queue_topology(5);
     put_salt();
     /* Segment 1: message 1 (this journal's seal), message 2 of format 4
      * (its CRC checks anywhere), message 3. */
@@ -815,16 +824,7 @@ test_salt(void)
 static void
 test_damage(void)
 {
-    const char *topo = "{\"version\":2,\"next_qid\":1,\"queues\":["
-                       "{\"qid\":1,\"name\":\"in\",\"kind\":0,"
-                       "\"ack_timeout_ms\":5000,\"max_attempts\":0,"
-                       "\"max_bytes\":0,\"closed\":false,"
-                       "\"durability\":\"sync\"}],\"bindings\":[]}";
-    struct gw_broker_settings set = {.ack_timeout_ms = 5000,
-                                     .memory_limit = 1 << 20,
-                                     .chunk_size = 64 << 10,
-                                     .journal = true,
-                                     .durability = 2};
+    struct gw_broker_settings set = journal_settings();
     enum { N = 40 };
     uint64_t end[N]; /* where record i ends */
     bool settle[N];  /* record i settles the message of record i - 1 */
@@ -838,7 +838,7 @@ test_damage(void)
 
     snprintf(dir, sizeof(dir), "/var/tmp/scimq-jdamage.%ld", (long) getpid());
     CU_ASSERT_FATAL(mkdir(dir, 0700) == 0);
-    put_file(GW_JOURNAL_TOPOLOGY_FILE, topo, strlen(topo), O_TRUNC);
+    put_one_queue_topology(2);
     put_salt();
     snprintf(path, sizeof(path), "%s/0000000000000001.seg", dir);
     CU_ASSERT_FATAL(posix_memalign(&mem, GW_JSEG_ALIGN, 70 * 1024) == 0);
