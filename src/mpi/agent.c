@@ -10,8 +10,9 @@
  * arrived, source.c), and the ranks' control messages: the completion
  * queue's own descriptor where the provider has one (FI_WAIT_FD, e.g.
  * tcp;ofi_rxm, whose reads then also wake it to progress them), else a
- * doorbell the ranks ring after each batch of control messages
- * (doorbell.h; shm, whose ranks copy by themselves through CMA and need
+ * doorbell the ranks ring after each batch of control messages, when the
+ * agent said it may be asleep (doorbell.h; shm, whose ranks copy by
+ * themselves through CMA and need
  * no progress from the agent, except while a read is slow: see
  * prefetch.c).  It wakes at the latest for the next liveness check, and
  * every millisecond while one of its sends is in flight or when nothing
@@ -90,6 +91,9 @@
 /* How long the agent keeps polling (yielding) after it last had work
  * before it sleeps in poll() (agent_main()). */
 #define AGENT_SPIN_NS 200000u
+/* How often the pool's endpoint is polled where nothing but housekeeping
+ * needs it (poll_target()). */
+#define TARGET_POLL_NS 50000u
 
 /* Credit window in bytes, unless SCIMQ_MPI_CREDIT_BYTES says otherwise:
  * bandwidth x delay of a long-haul link with room to spare. */
@@ -140,7 +144,14 @@ struct scimq_mpi_agent {
     int put_efd;                              /* the put thread's news */
 
     struct scimq_fabric fab;
-    int bell_fd; /* the ranks' doorbell, or -1 (fab.wait_fd does) */
+    /* The endpoint the ranks read the pool from, apart from fab (see "Two
+     * endpoints"), and the pool's registration there. */
+    struct scimq_fabric target;
+    struct scimq_fabric_mr target_mr;
+    uint64_t target_polled_ns;
+    struct scimq_doorbell bell; /* the ranks' doorbell: fd -1 when
+                                   fab.wait_fd does */
+    bool bell_armed;            /* its asleep word is set */
     char bell_name[SCIMQ_DOORBELL_NAME_MAX];
     struct scimq_fabric_mr pool_mr, ops_mr;
     uint8_t *pool;
@@ -487,9 +498,9 @@ assign(struct scimq_mpi_agent *a, int rank, uint32_t slot)
         rc = send_to(a, rank, NULL, hdr, SCIMQ_MPI_CTRL_LEN + len);
     } else {
         /* Validated here, where the layout is known: inside the slot. */
-        msg.raddr = scimq__fabric_remote_addr(&a->fab, &a->pool_mr,
+        msg.raddr = scimq__fabric_remote_addr(&a->target, &a->target_mr,
                                               payload - msg.meta_len);
-        msg.key = a->pool_mr.key;
+        msg.key = a->target_mr.key;
         rc = send_ctrl(a, rank, &msg);
     }
     if (rc == 0) /* REPORT: one more handed to rank (report.c) */
@@ -529,9 +540,9 @@ assign_copy(struct scimq_mpi_agent *a, int rank, uint32_t slot)
     msg.payload_len = s->msg->payload_len;
     msg.msg_id = s->msg->msg_id;
     msg.attempt = s->msg->attempt + scimq__bcast_sent(s->bcast, rank);
-    msg.raddr =
-        scimq__fabric_remote_addr(&a->fab, &a->pool_mr, payload - s->meta_len);
-    msg.key = a->pool_mr.key;
+    msg.raddr = scimq__fabric_remote_addr(&a->target, &a->target_mr,
+                                          payload - s->meta_len);
+    msg.key = a->target_mr.key;
     a->want[rank]--;
     a->assigned[rank]++;
     rc = send_ctrl(a, rank, &msg);
@@ -1121,7 +1132,7 @@ sends_busy(const struct scimq_mpi_agent *a)
 static void
 agent_wait(struct scimq_mpi_agent *a)
 {
-    struct pollfd pfd[4];
+    struct pollfd pfd[5];
     int n = 0, src_fd = -1, timeout_ms;
     uint64_t now = scimq__mpi_now_ns();
 
@@ -1132,8 +1143,13 @@ agent_wait(struct scimq_mpi_agent *a)
             return;
         pfd[n++] = (struct pollfd){.fd = a->fab.wait_fd, .events = POLLIN};
     }
-    if (a->bell_fd >= 0)
-        pfd[n++] = (struct pollfd){.fd = a->bell_fd, .events = POLLIN};
+    if (a->target.wait_fd >= 0) {
+        if (scimq__fabric_trywait(&a->target) != 0)
+            return;
+        pfd[n++] = (struct pollfd){.fd = a->target.wait_fd, .events = POLLIN};
+    }
+    if (a->bell.fd >= 0)
+        pfd[n++] = (struct pollfd){.fd = a->bell.fd, .events = POLLIN};
     if (src_fd >= 0)
         pfd[n++] = (struct pollfd){.fd = src_fd, .events = POLLIN};
     pfd[n++] = (struct pollfd){.fd = a->put_efd, .events = POLLIN};
@@ -1142,11 +1158,11 @@ agent_wait(struct scimq_mpi_agent *a)
                      : 1;
     /* A send in flight may need this side's progress to complete; and
      * without a descriptor for each side, look again soon. */
-    if (sends_busy(a) || src_fd < 0 || (a->fab.wait_fd < 0 && a->bell_fd < 0))
+    if (sends_busy(a) || src_fd < 0 || (a->fab.wait_fd < 0 && a->bell.fd < 0))
         timeout_ms = 1;
     (void) poll(pfd, (nfds_t) n, timeout_ms);
-    if (a->bell_fd >= 0)
-        scimq__doorbell_drain(a->bell_fd);
+    if (a->bell.fd >= 0)
+        scimq__doorbell_drain(&a->bell);
     if (src_fd >= 0) {
         uint64_t v;
 
@@ -1156,6 +1172,45 @@ agent_wait(struct scimq_mpi_agent *a)
         uint64_t v;
 
         (void) !read(a->put_efd, &v, sizeof(v));
+    }
+}
+
+/*
+ * Two endpoints.  The ranks' control messages arrive on fab, their reads
+ * of the pool go to target.  On shm a reader copies by itself (CMA) while
+ * it holds the target endpoint's lock, which that endpoint's own progress
+ * takes too: with one endpoint the agent could take no DONE and send no
+ * MSG while any rank copied (1.3 ms for a 16 MiB read; at 64 KiB, a third
+ * of the agent's time went spinning on that lock, and a rank's next
+ * message waited for the end of its copy).  Where the readers move the
+ * data (shm), target needs progress only for housekeeping (connection
+ * requests, the notice each read leaves behind), every TARGET_POLL_NS and
+ * after a sleep; where reads move only while the target polls (tcp;ofi_rxm,
+ * whose queue has a wait object), on every turn.  No completion arrives
+ * there (a read gives the target none); a failed one is logged.
+ */
+static void
+poll_target(struct scimq_mpi_agent *a, bool now)
+{
+    struct scimq_fabric_cqe cqe[16];
+
+    if (a->target.wait_fd < 0 && !now) {
+        uint64_t t = scimq__mpi_now_ns();
+
+        if (t - a->target_polled_ns < TARGET_POLL_NS)
+            return;
+        a->target_polled_ns = t;
+    }
+    (void) scimq__fabric_poll(&a->target, cqe, 16);
+}
+
+/* Says whether the agent may be asleep, to ranks that ring (doorbell.h). */
+static void
+bell_arm(struct scimq_mpi_agent *a, bool asleep)
+{
+    if (a->bell.fd >= 0 && a->bell_armed != asleep) {
+        scimq__doorbell_arm(&a->bell, asleep);
+        a->bell_armed = asleep;
     }
 }
 
@@ -1172,6 +1227,7 @@ agent_main(void *arg)
     while (!atomic_load(&a->stop)) {
         bool busy = reap(a) > 0;
 
+        poll_target(a, false);
         /* Handle what arrived, here or while a send waited for room, in
          * the order it arrived. */
         while (a->arrived_n > 0) {
@@ -1202,12 +1258,20 @@ agent_main(void *arg)
         /* Spin, then block: a busy stream (small messages: a DONE every
          * few tens of microseconds) keeps the agent awake, where a wake-up
          * from poll() would cost more than the message. */
-        if (busy)
+        if (busy) {
             last_busy_ns = scimq__mpi_now_ns();
-        else if (scimq__mpi_now_ns() - last_busy_ns < AGENT_SPIN_NS)
+            bell_arm(a, false);
+        } else if (scimq__mpi_now_ns() - last_busy_ns < AGENT_SPIN_NS) {
             sched_yield();
-        else
+        } else if (a->bell.fd >= 0 && !a->bell_armed) {
+            /* Ranks ring from now on; the next turn looks once more at
+             * what they sent before (doorbell.h). */
+            bell_arm(a, true);
+        } else {
             agent_wait(a);
+            bell_arm(a, false);
+            poll_target(a, true);
+        }
     }
     atomic_store(&a->exited, true);
     return NULL;
@@ -1239,6 +1303,7 @@ agent_size(void *arg, uint64_t gateway_max, struct scimq_mpi_source_credit *cr)
     struct scimq_mpi_agent *a = arg;
     const struct scimq_mpi_agent_config *cfg = &a->cfg;
     size_t page = (size_t) sysconf(_SC_PAGESIZE), huge = 2u << 20;
+    int rc;
     uint64_t per_rank = cfg->opt.slots_per_rank, budget = cfg->opt.pool_bytes;
     uint64_t max = cfg->opt.max_message, window;
     const char *e = getenv("SCIMQ_MPI_CREDIT_BYTES");
@@ -1307,7 +1372,13 @@ agent_size(void *arg, uint64_t gateway_max, struct scimq_mpi_source_credit *cr)
         cfg->opt.max_message != 0 ? "SCIMQ_MPI_MAX_MESSAGE" : "pool budget",
         gateway_max != 0 && gateway_max == max ? ", the gateway's" : "",
         a->pool_len, a->nranks, cr->bytes, cr->messages);
-    return scimq__fabric_mr_reg(&a->fab, a->pool, a->pool_len, 1, &a->pool_mr);
+    /* Here for the agent's own use (inline sends, reads of put buffers),
+     * there for the ranks' reads. */
+    rc = scimq__fabric_mr_reg(&a->fab, a->pool, a->pool_len, 1, &a->pool_mr);
+    if (rc == 0)
+        rc = scimq__fabric_mr_reg(&a->target, a->pool, a->pool_len, 1,
+                                  &a->target_mr);
+    return rc;
 }
 
 int
@@ -1322,20 +1393,22 @@ scimq__agent_create(const struct scimq_mpi_agent_config *cfg,
         return SCIMQ_ENOMEM;
     a->cfg = *cfg;
     a->nranks = cfg->node_size;
-    a->bell_fd = -1;
+    a->bell.fd = -1;
+    a->bell.word_fd = -1;
     a->put_efd = -1;
     pthread_mutex_init(&a->slot_lock, NULL);
     pthread_mutex_init(&a->put_lock, NULL);
     pthread_cond_init(&a->put_cv, NULL);
     rc = scimq__fabric_open_waitable(&a->fab, cfg->provider);
+    if (rc == 0)
+        rc = scimq__fabric_open_waitable(&a->target, cfg->provider);
     if (rc != 0)
         goto fail;
     if (a->fab.wait_fd < 0) {
-        a->bell_fd = scimq__doorbell_open(a->bell_name);
-        if (a->bell_fd < 0) {
-            rc = a->bell_fd;
+        rc = scimq__doorbell_open(&a->bell, a->bell_name);
+        if (rc != 0)
             goto fail;
-        }
+        a->bell_armed = true;
     }
 
     a->credits_max =
@@ -1406,13 +1479,19 @@ scimq__agent_create(const struct scimq_mpi_agent_config *cfg,
         a->fab.info->fabric_attr->prov_name, a->nslots, a->slot_size);
 
     memset(info, 0, sizeof(*info));
-    if (a->bell_fd >= 0)
+    info->doorbell_word = -1;
+    if (a->bell.fd >= 0) {
         memcpy(info->doorbell, a->bell_name, sizeof(info->doorbell));
+        info->doorbell_word = a->bell.word_fd;
+    }
     memcpy(info->addr, a->fab.addr, a->fab.addr_len);
     info->addr_len = a->fab.addr_len;
-    info->pool_raddr = scimq__fabric_remote_addr(&a->fab, &a->pool_mr, a->pool);
+    memcpy(info->target_addr, a->target.addr, a->target.addr_len);
+    info->target_addr_len = a->target.addr_len;
+    info->pool_raddr =
+        scimq__fabric_remote_addr(&a->target, &a->target_mr, a->pool);
     info->pool_len = a->pool_len;
-    info->pool_key = a->pool_mr.key;
+    info->pool_key = a->target_mr.key;
     info->slot_size = a->slot_size;
     info->inline_max = a->inline_max;
     info->pid = (int32_t) getpid();
@@ -1502,9 +1581,10 @@ scimq__agent_destroy(struct scimq_mpi_agent *a)
     }
     scimq__fabric_mr_dereg(&a->ops_mr);
     scimq__fabric_mr_dereg(&a->pool_mr);
+    scimq__fabric_mr_dereg(&a->target_mr);
+    scimq__fabric_close(&a->target);
     scimq__fabric_close(&a->fab);
-    if (a->bell_fd >= 0)
-        close(a->bell_fd);
+    scimq__doorbell_close(&a->bell);
     if (a->put_efd >= 0)
         close(a->put_efd);
     free(a->puts);

@@ -20,6 +20,9 @@
 struct scimq_mpi_agent_info {
     uint8_t addr[SCIMQ_FABRIC_ADDR_MAX];
     uint64_t addr_len;
+    /* The endpoint to read the pool from (agent.c, "Two endpoints"). */
+    uint8_t target_addr[SCIMQ_FABRIC_ADDR_MAX];
+    uint64_t target_addr_len;
     uint64_t pool_raddr; /* remote address of the pool's first byte */
     uint64_t pool_len;
     uint64_t pool_key;
@@ -31,6 +34,8 @@ struct scimq_mpi_agent_info {
     /* The agent's doorbell (doorbell.h), for ranks of its host to ring
      * after control messages; empty when its completion queue wakes it. */
     char doorbell[SCIMQ_DOORBELL_NAME_MAX];
+    /* Its shared "asleep" word: a descriptor of process pid, or -1. */
+    int32_t doorbell_word;
 };
 
 /* What the agent is to do: the job's settings, as runtime.c resolved them.

@@ -11,10 +11,22 @@
  * rank's fi_read is a copy done inside the call by the calling thread.
  * Either way the transfer overlaps the application's work only if a
  * thread of the rank drives the endpoint meanwhile.  So this module owns
- * the rank's endpoint and runs one progress thread on it; the application
- * thread never touches libfabric (FI_THREAD_DOMAIN holds: one thread per
- * endpoint) and meets the progress thread only under one mutex, to take a
- * ready buffer or to hand back the one it is done with.
+ * the rank's endpoint and runs one progress thread on it, and the
+ * application meets that thread under one mutex, to take a ready buffer
+ * or to hand back the one it is done with.
+ *
+ * Who drives.  One thread at a time makes a progress turn (turn(): reap
+ * completions, send control messages, post a read), the holder of
+ * fab_lock, so FI_THREAD_DOMAIN holds.  That is the progress thread while
+ * the application computes, and the application itself while it waits in
+ * take() with nothing ready (for URGENT_SPINS idle turns, then it hands
+ * back): the thread that needs the message moves it, and the progress
+ * thread sleeps meanwhile.  On a rank's one core this saves two thread
+ * switches per message, which at 64 KiB cost as much as a third of the
+ * copy (bench/README.md).  An application that comes back within
+ * FAST_SERVICE_NS (its average service time) does not wake the progress
+ * thread at all: it sends its DONE itself on its next take(); the
+ * progress thread looks again within PARK_NS.
  *
  * Credits.  The rank has P + 1 buffers (auto: SCIMQ_MPI_PREFETCH_AUTO_MAX
  * + 1), and asks its agent for one message per credit (WANT, or the WANT
@@ -74,6 +86,12 @@
 #define URGENT_SPINS 256u
 /* Weight of a new sample in the auto averages: 1/8. */
 #define EWMA_SHIFT 3
+/* An application whose average service time is below this comes back to
+ * take() sooner than a wake-up of the progress thread would pay off. */
+#define FAST_SERVICE_NS 20000u
+/* How long the progress thread sleeps while the application drives (or
+ * may soon drive again, see FAST_SERVICE_NS) before it looks again. */
+#define PARK_NS 1000000u
 
 enum buf_state { B_FREE, B_POST_READ, B_FILLING, B_READY, B_HELD };
 enum { K_RECV = 1, K_SEND, K_READ };
@@ -113,8 +131,9 @@ struct scimq_mpi_prefetch {
     struct pf_buf *bufs;
 
     struct scimq_mpi_agent_info ai;
-    fi_addr_t agent_fa;
-    uint8_t *recv_area; /* nrecv receive buffers of recv_size */
+    fi_addr_t agent_fa;  /* control messages */
+    fi_addr_t target_fa; /* reads of the agent's pool */
+    uint8_t *recv_area;  /* nrecv receive buffers of recv_size */
     size_t recv_size;
     int nrecv;
     struct pf_op *recv_ops;
@@ -123,12 +142,15 @@ struct scimq_mpi_prefetch {
 
     pthread_t thread;
     bool started;
-    int bell_fd;           /* the agent's doorbell (doorbell.h), or -1 */
-    uint64_t bell_read_ns; /* a read in flight since: rung again each ms */
-    pid_t agent_pid;       /* watched, or 0 */
+    /* Held for a progress turn: by the progress thread, or by the
+     * application while it drives (take()).  Taken before lock. */
+    pthread_mutex_t fab_lock;
+    struct scimq_doorbell bell; /* the agent's doorbell (fd -1: none) */
+    uint64_t bell_read_ns;      /* a read in flight since: rung again each ms */
+    pid_t agent_pid;            /* watched, or 0 */
     uint64_t next_liveness_ns;
 
-    /* Progress thread only. */
+    /* Holder of fab_lock only. */
     int credits_out;
     uint64_t credit_ns[SCIMQ_MPI_PREFETCH_MAX + 1]; /* FIFO of credits */
     int credit_head;
@@ -143,6 +165,7 @@ struct scimq_mpi_prefetch {
     int req_head, req_n;
     int depth; /* current P */
     bool app_waiting, eos, bye, quit;
+    bool app_driving;    /* the application makes the turns (take()) */
     bool put_waiting;    /* a put awaits its PUT_DONE */
     uint32_t put_seq;    /* the put in flight (its number) */
     uint32_t put_answer; /* the number of the last PUT_DONE */
@@ -175,10 +198,12 @@ scimq__prefetch_open(const struct scimq_mpi_prefetch_cfg *cfg,
         return SCIMQ_ENOMEM;
     pf->cfg = *cfg;
     pf->held = -1;
-    pf->bell_fd = -1;
+    pf->bell.fd = -1;
+    pf->bell.word_fd = -1;
     pf->depth = cfg->depth < 0 ? 1 : cfg->depth;
     pf->nbuf = (cfg->depth < 0 ? SCIMQ_MPI_PREFETCH_AUTO_MAX : cfg->depth) + 1;
     pthread_mutex_init(&pf->lock, NULL);
+    pthread_mutex_init(&pf->fab_lock, NULL);
     pthread_mutex_init(&pf->put_serial, NULL);
     pthread_cond_init(&pf->app_cv, NULL);
     pthread_cond_init(&pf->io_cv, NULL);
@@ -257,15 +282,18 @@ scimq__prefetch_start(struct scimq_mpi_prefetch *pf,
         return SCIMQ_ECONFIG;
     }
     rc = scimq__fabric_av_insert(&pf->fab, ai->addr, &pf->agent_fa);
+    if (rc == 0)
+        rc = scimq__fabric_av_insert(&pf->fab, ai->target_addr, &pf->target_fa);
     if (rc != 0)
         return rc;
     /* An agent that cannot wait on its completion queue sleeps until its
      * ranks ring (only those of its host can: the others use a provider
      * with a wait object, tcp;ofi_rxm). */
     if (ai->doorbell[0] != '\0' && agent_local) {
-        pf->bell_fd = scimq__doorbell_connect(ai->doorbell);
-        if (pf->bell_fd < 0)
-            return pf->bell_fd;
+        rc = scimq__doorbell_connect(&pf->bell, ai->doorbell, ai->pid,
+                                     ai->doorbell_word);
+        if (rc != 0)
+            return rc;
     }
     pf->nrecv = pf->nbuf + EXTRA_RECV;
     pf->recv_size =
@@ -323,6 +351,22 @@ fail(struct scimq_mpi_prefetch *pf, int rc)
     pthread_mutex_unlock(&pf->lock);
 }
 
+/* The CLOCK_REALTIME time ns from now, for pthread_cond_timedwait(). */
+static struct timespec
+after_ns(uint64_t ns)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t) (ns / 1000000000u);
+    ts.tv_nsec += (long) (ns % 1000000000u);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 static uint64_t
 ewma(uint64_t avg, uint64_t sample)
 {
@@ -371,7 +415,7 @@ post_read(struct scimq_mpi_prefetch *pf, int b)
 
     return scimq__fabric_read(
         &pf->fab, dst, (size_t) buf->m.meta_len + buf->m.payload_len,
-        pf->buf_mr.desc, pf->agent_fa, buf->m.raddr, buf->m.key, &buf->read);
+        pf->buf_mr.desc, pf->target_fa, buf->m.raddr, buf->m.key, &buf->read);
 }
 
 static void
@@ -489,7 +533,7 @@ post_reads(struct scimq_mpi_prefetch *pf)
     int b = -1, rc;
 
     for (int i = 0; i < pf->nbuf; i++)
-        if (pf->bufs[i].state == B_POST_READ && /* thread-owned state */
+        if (pf->bufs[i].state == B_POST_READ && /* fab_lock's state */
             (b < 0 || pf->bufs[i].credit_ns < pf->bufs[b].credit_ns))
             b = i;
     if (b < 0)
@@ -622,8 +666,8 @@ send_pending(struct scimq_mpi_prefetch *pf)
         op->busy = true;
         did = true;
     }
-    if (did && pf->bell_fd >= 0)
-        scimq__doorbell_ring(pf->bell_fd);
+    if (did && pf->bell.fd >= 0)
+        scimq__doorbell_notify(&pf->bell);
     return did;
 }
 
@@ -641,6 +685,17 @@ reads_busy_locked(const struct scimq_mpi_prefetch *pf)
 {
     for (int i = 0; i < pf->nbuf; i++)
         if (pf->bufs[i].state == B_FILLING)
+            return true;
+    return false;
+}
+
+/* A read in flight, or one the provider did not take yet (EAGAIN: on shm
+ * the agent's endpoint must first accept this rank); under lock. */
+static bool
+reads_waiting_locked(const struct scimq_mpi_prefetch *pf)
+{
+    for (int i = 0; i < pf->nbuf; i++)
+        if (pf->bufs[i].state == B_FILLING || pf->bufs[i].state == B_POST_READ)
             return true;
     return false;
 }
@@ -664,16 +719,17 @@ idle(struct scimq_mpi_prefetch *pf, unsigned int *spins)
     bool urgent, reading;
 
     pthread_mutex_lock(&pf->lock);
-    reading = reads_busy_locked(pf);
+    reading = reads_waiting_locked(pf);
     /* A put waits on this side's polling: for its PUT_DONE, and on
      * tcp;ofi_rxm for the agent's read of the put buffer. */
     urgent = reading || pf->put_waiting ||
              (pf->app_waiting && pf->ready_n == 0 && *spins < URGENT_SPINS);
     pthread_mutex_unlock(&pf->lock);
     /* A read that does not complete at once (shm without CMA, or any
-     * protocol where the target side must progress it) rings the agent's
-     * doorbell every millisecond, so a sleeping agent moves it along. */
-    if (pf->bell_fd >= 0) {
+     * protocol where the target side must progress it) or is not taken yet
+     * rings the agent's doorbell every millisecond, so a sleeping agent
+     * moves it along. */
+    if (pf->bell.fd >= 0) {
         uint64_t now = reading ? scimq__mpi_now_ns() : 0;
 
         if (!reading)
@@ -681,7 +737,7 @@ idle(struct scimq_mpi_prefetch *pf, unsigned int *spins)
         else if (pf->bell_read_ns == 0)
             pf->bell_read_ns = now;
         else if (now - pf->bell_read_ns > 1000000u) {
-            scimq__doorbell_ring(pf->bell_fd);
+            scimq__doorbell_ring(&pf->bell);
             pf->bell_read_ns = now;
         }
     }
@@ -692,12 +748,7 @@ idle(struct scimq_mpi_prefetch *pf, unsigned int *spins)
         sched_yield();
         return;
     }
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long) ns;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    ts = after_ns(ns);
     pthread_mutex_lock(&pf->lock);
     if (pf->req_n == 0 && !pf->quit && !pf->put_waiting && !may_ask_locked(pf))
         (void) pthread_cond_timedwait(&pf->io_cv, &pf->lock, &ts);
@@ -722,6 +773,35 @@ liveness(struct scimq_mpi_prefetch *pf)
     }
 }
 
+/* One progress turn; the caller holds fab_lock.  Returns whether it did
+ * anything. */
+static bool
+turn(struct scimq_mpi_prefetch *pf)
+{
+    bool busy = reap(pf) > 0;
+
+    /* Control first: a DONE or a credit must not wait for a copy. */
+    busy |= send_pending(pf);
+    busy |= post_reads(pf);
+    liveness(pf);
+    return busy;
+}
+
+/* The progress thread sleeps while the application drives; an
+ * application that left take() without waking it (FAST_SERVICE_NS) is
+ * looked after again within PARK_NS. */
+static void
+park(struct scimq_mpi_prefetch *pf)
+{
+    pthread_mutex_lock(&pf->lock);
+    while (pf->app_driving && !pf->quit) {
+        struct timespec ts = after_ns(PARK_NS);
+
+        (void) pthread_cond_timedwait(&pf->io_cv, &pf->lock, &ts);
+    }
+    pthread_mutex_unlock(&pf->lock);
+}
+
 static void *
 pf_main(void *arg)
 {
@@ -731,13 +811,13 @@ pf_main(void *arg)
 
     (void) pthread_setname_np(pthread_self(), "scimq-prefetch");
     for (;;) {
-        bool busy = reap(pf) > 0;
-        bool quit, drained = false, late = false;
+        bool busy, sending, quit, drained = false, late = false;
 
-        /* Control first: a DONE or a credit must not wait for a copy. */
-        busy |= send_pending(pf);
-        busy |= post_reads(pf);
-        liveness(pf);
+        park(pf);
+        pthread_mutex_lock(&pf->fab_lock);
+        busy = turn(pf);
+        sending = sends_busy(pf);
+        pthread_mutex_unlock(&pf->fab_lock);
         pthread_mutex_lock(&pf->lock);
         quit = pf->quit;
         if (quit) {
@@ -750,7 +830,7 @@ pf_main(void *arg)
                       pf->error != 0 || late;
         }
         pthread_mutex_unlock(&pf->lock);
-        if (quit && drained && (!sends_busy(pf) || late))
+        if (quit && drained && (!sending || late))
             break;
         if (busy)
             spins = 0;
@@ -764,30 +844,73 @@ pf_main(void *arg)
 /* The application's side                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* Queues a control message for the progress thread; under lock.  The
- * application issues at most a few per message, so a full queue is only
- * waited for. */
+/* Whether the application comes back to take() sooner than a wake-up
+ * of the progress thread would pay off; under lock. */
+static bool
+fast_locked(const struct scimq_mpi_prefetch *pf)
+{
+    return pf->ewma_service_ns < FAST_SERVICE_NS;
+}
+
+/* Queues a control message for whoever drives next, and wakes the
+ * progress thread unless the application will send it itself (wake
+ * false); under lock.  The application issues at most a few per message,
+ * so a full queue is only waited for. */
 static int
-request_locked(struct scimq_mpi_prefetch *pf, const struct pf_req *r)
+request_locked(struct scimq_mpi_prefetch *pf, const struct pf_req *r, bool wake)
 {
     for (int i = 0; pf->req_n == NREQ; i++) {
-        struct timespec ts;
+        struct timespec ts = after_ns(1000000u);
 
         if (pf->error != 0 || i > 5000)
             return pf->error != 0 ? pf->error : SCIMQ_ETIMEDOUT;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 1000000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
         pthread_cond_signal(&pf->io_cv);
         (void) pthread_cond_timedwait(&pf->app_cv, &pf->lock, &ts);
     }
     pf->req[(pf->req_head + pf->req_n) % NREQ] = *r;
     pf->req_n++;
-    pthread_cond_signal(&pf->io_cv);
+    if (wake)
+        pthread_cond_signal(&pf->io_cv);
     return 0;
+}
+
+/* Sends what is queued before a ready message is handed out, when the
+ * progress thread was not woken for it (fast_locked()) and nothing else
+ * drives: credits must keep flowing while messages are ready.  Called
+ * and returns under lock. */
+static void
+send_now_locked(struct scimq_mpi_prefetch *pf)
+{
+    if (!fast_locked(pf) || (pf->req_n == 0 && !may_ask_locked(pf)) ||
+        pthread_mutex_trylock(&pf->fab_lock) != 0)
+        return;
+    pthread_mutex_unlock(&pf->lock);
+    (void) reap(pf);
+    (void) send_pending(pf);
+    pthread_mutex_unlock(&pf->fab_lock);
+    pthread_mutex_lock(&pf->lock);
+}
+
+/* The application starts driving (take()): lock held on entry and on
+ * return, fab_lock on return. */
+static void
+drive_begin_locked(struct scimq_mpi_prefetch *pf)
+{
+    pf->app_driving = true;
+    pthread_mutex_unlock(&pf->lock);
+    pthread_mutex_lock(&pf->fab_lock);
+    pthread_mutex_lock(&pf->lock);
+}
+
+/* And stops; wake: the progress thread takes over now (else within
+ * PARK_NS); under lock. */
+static void
+drive_end_locked(struct scimq_mpi_prefetch *pf, bool wake)
+{
+    pthread_mutex_unlock(&pf->fab_lock);
+    pf->app_driving = false;
+    if (wake)
+        pthread_cond_signal(&pf->io_cv);
 }
 
 int
@@ -802,8 +925,9 @@ scimq__prefetch_take(struct scimq_mpi_prefetch *pf, struct scimq_mpi_ready *out,
         return SCIMQ_ESTATE;
     }
     pf->app_waiting = true;
-    pthread_cond_signal(&pf->io_cv);
-    for (unsigned int spins = 0;; spins++) {
+    if (pf->ready_n > 0)
+        send_now_locked(pf);
+    for (unsigned int idle_turns = 0;;) {
         struct timespec ts;
         uint64_t now, until;
 
@@ -841,26 +965,33 @@ scimq__prefetch_take(struct scimq_mpi_prefetch *pf, struct scimq_mpi_ready *out,
             rc = deadline_ns == 0 ? SCIMQ_EAGAIN : SCIMQ_ETIMEDOUT;
             break;
         }
-        if (spins < 32) {
-            /* A message often lands within microseconds: a futex sleep
-             * and wake would cost more than that. */
+        if (idle_turns < URGENT_SPINS) {
+            /* Nothing ready: move it here rather than wait for the
+             * progress thread to be scheduled (see "Who drives"). */
+            bool busy;
+
+            if (!pf->app_driving)
+                drive_begin_locked(pf);
             pthread_mutex_unlock(&pf->lock);
-            sched_yield();
+            busy = turn(pf);
+            if (!busy) {
+                idle_turns++;
+                sched_yield();
+            }
             pthread_mutex_lock(&pf->lock);
             continue;
         }
+        if (pf->app_driving)
+            drive_end_locked(pf, true); /* a long wait: hand it back */
         /* Wake now and then to notice a stop request (set by a signal
          * handler, which cannot signal a condition variable). */
         until = now + 10000000u < deadline_ns ? now + 10000000u : deadline_ns;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (long) (until - now);
-        while (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        ts = after_ns(until - now);
         (void) pthread_cond_timedwait(&pf->app_cv, &pf->lock, &ts);
     }
     pf->app_waiting = false;
+    if (pf->app_driving)
+        drive_end_locked(pf, !fast_locked(pf));
     pthread_mutex_unlock(&pf->lock);
     return rc;
 }
@@ -879,7 +1010,8 @@ scimq__prefetch_settle(struct scimq_mpi_prefetch *pf, uint16_t type,
     }
     r.slot = pf->bufs[pf->held].m.slot;
     r.gen = pf->bufs[pf->held].m.gen;
-    rc = request_locked(pf, &r);
+    /* A fast application sends its DONE itself, in its next take(). */
+    rc = request_locked(pf, &r, type == CTRL_EXTEND || !fast_locked(pf));
     if (rc == 0 && type != CTRL_EXTEND) {
         pf->ewma_service_ns =
             ewma(pf->ewma_service_ns, scimq__mpi_now_ns() - pf->handed_ns);
@@ -918,7 +1050,7 @@ scimq__prefetch_bye(struct scimq_mpi_prefetch *pf, bool done)
         r.gen = last->gen;
         pf->req_n--;
     }
-    rc = request_locked(pf, &r);
+    rc = request_locked(pf, &r, true);
     pf->bye = true;
     if (pf->held >= 0) {
         pf->bufs[pf->held].state = B_FREE;
@@ -993,20 +1125,14 @@ scimq__prefetch_put(struct scimq_mpi_prefetch *pf, const char *queue,
     pthread_mutex_lock(&pf->lock);
     for (;;) {
         r.slot = ++pf->put_seq;
-        rc = request_locked(pf, &r);
+        rc = request_locked(pf, &r, true);
         if (rc != 0)
             break;
         pf->put_waiting = true;
         while (pf->put_answer != r.slot && pf->error == 0 &&
                scimq__mpi_now_ns() < deadline) {
-            struct timespec ts;
+            struct timespec ts = after_ns(10000000u);
 
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 10000000;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
             (void) pthread_cond_timedwait(&pf->app_cv, &pf->lock, &ts);
         }
         pf->put_waiting = false;
@@ -1046,8 +1172,7 @@ scimq__prefetch_close(struct scimq_mpi_prefetch *pf)
     scimq__fabric_mr_dereg(&pf->recv_mr);
     scimq__fabric_mr_dereg(&pf->buf_mr);
     scimq__fabric_close(&pf->fab);
-    if (pf->bell_fd >= 0)
-        close(pf->bell_fd);
+    scimq__doorbell_close(&pf->bell);
     if (pf->area != NULL)
         munmap(pf->area, pf->area_len);
     if (pf->put_area != NULL)
@@ -1057,6 +1182,7 @@ scimq__prefetch_close(struct scimq_mpi_prefetch *pf)
     free(pf->recv_ops);
     free(pf->send_hdrs);
     pthread_mutex_destroy(&pf->lock);
+    pthread_mutex_destroy(&pf->fab_lock);
     pthread_mutex_destroy(&pf->put_serial);
     pthread_cond_destroy(&pf->app_cv);
     pthread_cond_destroy(&pf->io_cv);
