@@ -783,7 +783,6 @@ turn(struct scimq_mpi_prefetch *pf)
     /* Control first: a DONE or a credit must not wait for a copy. */
     busy |= send_pending(pf);
     busy |= post_reads(pf);
-    liveness(pf);
     return busy;
 }
 
@@ -818,6 +817,10 @@ pf_main(void *arg)
         busy = turn(pf);
         sending = sends_busy(pf);
         pthread_mutex_unlock(&pf->fab_lock);
+        /* Here only: an application that drives hands back to this thread
+         * after URGENT_SPINS idle turns, so a dead agent is still noticed
+         * within a liveness period. */
+        liveness(pf);
         pthread_mutex_lock(&pf->lock);
         quit = pf->quit;
         if (quit) {
