@@ -930,7 +930,7 @@ scimq__prefetch_take(struct scimq_mpi_prefetch *pf, struct scimq_mpi_ready *out,
     pf->app_waiting = true;
     if (pf->ready_n > 0)
         send_now_locked(pf);
-    for (unsigned int idle_turns = 0;;) {
+    for (unsigned int turns = 0, idle_turns = 0;;) {
         struct timespec ts;
         uint64_t now, until;
 
@@ -964,7 +964,10 @@ scimq__prefetch_take(struct scimq_mpi_prefetch *pf, struct scimq_mpi_ready *out,
             break;
         }
         now = scimq__mpi_now_ns();
-        if (now >= deadline_ns) {
+        /* try_next() (deadline 0) still makes one turn: a fast
+         * application's DONE and credit wait for its turns (fast_locked()),
+         * and at P = 0 only a waiting application asks. */
+        if (now >= deadline_ns && (deadline_ns != 0 || turns > 0)) {
             rc = deadline_ns == 0 ? SCIMQ_EAGAIN : SCIMQ_ETIMEDOUT;
             break;
         }
@@ -977,6 +980,7 @@ scimq__prefetch_take(struct scimq_mpi_prefetch *pf, struct scimq_mpi_ready *out,
                 drive_begin_locked(pf);
             pthread_mutex_unlock(&pf->lock);
             busy = turn(pf);
+            turns++;
             if (!busy) {
                 idle_turns++;
                 sched_yield();

@@ -6,13 +6,14 @@
  *   mpirun -np N scimq-mpi-recv --url scimq://HOST:PORT --queue Q --verify
  *          [--until-eos] [--seq-log FILE] [--expect N] [--process-ms MS]
  *          [--slow-ranks LIST --slow-factor F] [--provider P] [--streams S]
+ *          [--poll]
  *
- * Every rank loops on scimq_mpi_next().  With --seq-log, each rank appends
- * the sequence number of every verified message to FILE.<rank> before it
- * acknowledges it (so a job killed at any moment has a record of what it
- * processed), and rank 0 writes the union to FILE at the end.  Rank 0
- * prints one JSON line: messages and bytes per rank, lost, duplicates,
- * corrupt.
+ * Every rank loops on scimq_mpi_next() (with --poll, on
+ * scimq_mpi_try_next(), yielding the core between calls).  With --seq-log, each
+ * rank appends the sequence number of every verified message to FILE.<rank>
+ * before it acknowledges it (so a job killed at any moment has a record of what
+ * it processed), and rank 0 writes the union to FILE at the end.  Rank 0 prints
+ * one JSON line: messages and bytes per rank, lost, duplicates, corrupt.
  *
  * Control messages (SCIMQ_MPI_MSG_CONTROL: every rank gets each one) are
  * counted apart, per rank: "control" in per_rank, and (with --verify,
@@ -27,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <sched.h>
 #include <signal.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -88,7 +90,8 @@ usage(FILE *out)
             "  --provider P             libfabric provider (shm, "
             "tcp;ofi_rxm)\n"
             "  --streams S              agent streams to the gateway\n"
-            "  --max-message SIZE       largest message (16MiB)\n");
+            "  --max-message SIZE       largest message (16MiB)\n"
+            "  --poll                   scimq_mpi_try_next() in a loop\n");
 }
 
 static bool
@@ -173,6 +176,7 @@ main(int argc, char **argv)
         {"provider", required_argument, NULL, 'P'},
         {"streams", required_argument, NULL, 's'},
         {"max-message", required_argument, NULL, 'm'},
+        {"poll", no_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     scimq_mpi_options_t mo;
@@ -180,7 +184,7 @@ main(int argc, char **argv)
     struct scimq_seqset seqs = {0};
     struct rank_stats st = {0};
     const char *url = NULL, *queue = NULL, *seq_log = NULL, *slow = NULL;
-    bool verify = false;
+    bool verify = false, poll_mode = false;
     uint64_t expect = 0, process_ms = 0, *mine = NULL, nmine = 0, cap = 0;
     int64_t control_ms = -1;
     double factor = 5, t0, t1, scale, work_ms, control_work_ms;
@@ -202,6 +206,9 @@ main(int argc, char **argv)
             verify = true;
             break;
         case 'e':
+            break;
+        case 'o':
+            poll_mode = true;
             break;
         case 'x':
             expect = strtoull(optarg, NULL, 10);
@@ -291,9 +298,17 @@ main(int argc, char **argv)
         const scimq_block_t *b;
 
         /* Short waits, so that a stop request is seen promptly. */
-        rc = scimq_mpi_next_timed(ctx, &m, 250);
-        if (rc == SCIMQ_ETIMEDOUT && !stop_requested)
-            continue;
+        if (poll_mode) {
+            rc = scimq_mpi_try_next(ctx, &m);
+            if (rc == SCIMQ_EAGAIN && !stop_requested) {
+                sched_yield();
+                continue;
+            }
+        } else {
+            rc = scimq_mpi_next_timed(ctx, &m, 250);
+            if (rc == SCIMQ_ETIMEDOUT && !stop_requested)
+                continue;
+        }
         /* Stopped: by our own signal, or by the job's (the runtime tells
          * every rank, which may hear it before its own signal comes). */
         if (rc == SCIMQ_ESTOPPED ||

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # 4 and 8 ranks drain 2,000 self-verifying messages of 64 KiB .. 16 MiB
 # through the runtime (agent -> libfabric RMA -> ranks) with zero loss and
-# zero corruption, on the shm provider and on tcp;ofi_rxm.
+# zero corruption, on the shm provider and on tcp;ofi_rxm; and 2 ranks
+# that poll (scimq_mpi_try_next()) at P = 0 and 1.
 . "$top_srcdir/tests/mpi/lib.sh"
 count=${SCIMQ_TEST_MPI_COUNT:-2000}
 export SCIMQ_MPI_MAX_MESSAGE=16MiB
@@ -39,6 +40,26 @@ for provider in shm "tcp;ofi_rxm"; do
         expect_eq "$what: left in the queue" 0 \
             "$(gw_stat ".queues[] | select(.name==\"$q\") | .ready + .in_flight")"
     done
+done
+# A program that polls (scimq_mpi_try_next(), never waiting in the
+# runtime) drains too, at P = 0 (it asks only while it calls) and P = 1.
+for depth in 0 1; do
+    q="poll$depth"
+    fill_queue "$q" 300
+    np=2
+    SCIMQ_MPI_PREFETCH=$depth
+    export SCIMQ_MPI_PREFETCH
+    mpi_run 300 "$workdir/$q.json" "$workdir/$q.err" \
+        "$recv" --queue "$q" --verify --expect 300 --poll ||
+        { tail -20 "$workdir/$q.err" >&2; fail "polling at P = $depth failed"; }
+    unset SCIMQ_MPI_PREFETCH
+    what="polling, P = $depth"
+    expect_eq "$what: messages" 300 "$(json_get "$workdir/$q.json" .messages)"
+    expect_eq "$what: lost" 0 "$(json_get "$workdir/$q.json" .lost)"
+    expect_eq "$what: corrupt" 0 "$(json_get "$workdir/$q.json" .corrupt)"
+    expect_eq "$what: bytes" "$SENT_BYTES" "$(json_get "$workdir/$q.json" .bytes)"
+    expect_eq "$what: left in the queue" 0 \
+        "$(gw_stat ".queues[] | select(.name==\"$q\") | .ready + .in_flight")"
 done
 stop_gateway
 echo "$checks checks passed"
