@@ -151,7 +151,6 @@ struct scimq_mpi_agent {
     uint64_t target_polled_ns;
     struct scimq_doorbell bell; /* the ranks' doorbell: fd -1 when
                                    fab.wait_fd does */
-    bool bell_armed;            /* its asleep word is set */
     char bell_name[SCIMQ_DOORBELL_NAME_MAX];
     struct scimq_fabric_mr pool_mr, ops_mr;
     uint8_t *pool;
@@ -1204,16 +1203,6 @@ poll_target(struct scimq_mpi_agent *a, bool now)
     (void) scimq__fabric_poll(&a->target, cqe, 16);
 }
 
-/* Says whether the agent may be asleep, to ranks that ring (doorbell.h). */
-static void
-bell_arm(struct scimq_mpi_agent *a, bool asleep)
-{
-    if (a->bell.fd >= 0 && a->bell_armed != asleep) {
-        scimq__doorbell_arm(&a->bell, asleep);
-        a->bell_armed = asleep;
-    }
-}
-
 static void *
 agent_main(void *arg)
 {
@@ -1260,16 +1249,16 @@ agent_main(void *arg)
          * from poll() would cost more than the message. */
         if (busy) {
             last_busy_ns = scimq__mpi_now_ns();
-            bell_arm(a, false);
+            scimq__doorbell_arm(&a->bell, false);
         } else if (scimq__mpi_now_ns() - last_busy_ns < AGENT_SPIN_NS) {
             sched_yield();
-        } else if (a->bell.fd >= 0 && !a->bell_armed) {
+        } else if (a->bell.fd >= 0 && !a->bell.armed) {
             /* Ranks ring from now on; the next turn looks once more at
              * what they sent before (doorbell.h). */
-            bell_arm(a, true);
+            scimq__doorbell_arm(&a->bell, true);
         } else {
             agent_wait(a);
-            bell_arm(a, false);
+            scimq__doorbell_arm(&a->bell, false);
             poll_target(a, true);
         }
     }
@@ -1393,8 +1382,7 @@ scimq__agent_create(const struct scimq_mpi_agent_config *cfg,
         return SCIMQ_ENOMEM;
     a->cfg = *cfg;
     a->nranks = cfg->node_size;
-    a->bell.fd = -1;
-    a->bell.word_fd = -1;
+    scimq__doorbell_init(&a->bell);
     a->put_efd = -1;
     pthread_mutex_init(&a->slot_lock, NULL);
     pthread_mutex_init(&a->put_lock, NULL);
@@ -1408,7 +1396,6 @@ scimq__agent_create(const struct scimq_mpi_agent_config *cfg,
         rc = scimq__doorbell_open(&a->bell, a->bell_name);
         if (rc != 0)
             goto fail;
-        a->bell_armed = true;
     }
 
     a->credits_max =

@@ -40,6 +40,15 @@ map_word(int fd)
     return p == MAP_FAILED ? NULL : p;
 }
 
+void
+scimq__doorbell_init(struct scimq_doorbell *db)
+{
+    db->fd = -1;
+    db->word_fd = -1;
+    db->asleep = NULL;
+    db->armed = false;
+}
+
 int
 scimq__doorbell_open(struct scimq_doorbell *db,
                      char name[SCIMQ_DOORBELL_NAME_MAX])
@@ -49,8 +58,7 @@ scimq__doorbell_open(struct scimq_doorbell *db,
     socklen_t len;
     int err;
 
-    db->word_fd = -1;
-    db->asleep = NULL;
+    scimq__doorbell_init(db);
     db->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (db->fd < 0)
         return -errno; /* SCIMQ_E* are negative errno values */
@@ -77,15 +85,19 @@ scimq__doorbell_open(struct scimq_doorbell *db,
     }
     /* Asleep until it says otherwise: a rank that comes first rings. */
     atomic_store(db->asleep, 1u);
+    db->armed = true;
     return 0;
 }
 
 void
 scimq__doorbell_arm(struct scimq_doorbell *db, bool asleep)
 {
+    if (db->asleep == NULL || db->armed == asleep)
+        return;
     /* seq_cst: the store is ordered before the agent's next look at its
      * completion queue (see the header). */
     atomic_store(db->asleep, asleep ? 1u : 0u);
+    db->armed = asleep;
 }
 
 void
@@ -109,8 +121,7 @@ scimq__doorbell_connect(struct scimq_doorbell *db, const char *name,
     char path[64];
     int err, fd;
 
-    db->word_fd = -1;
-    db->asleep = NULL;
+    scimq__doorbell_init(db);
     db->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (db->fd < 0)
         return -errno;
@@ -164,7 +175,5 @@ scimq__doorbell_close(struct scimq_doorbell *db)
         close(db->word_fd);
     if (db->fd >= 0)
         close(db->fd);
-    db->asleep = NULL;
-    db->word_fd = -1;
-    db->fd = -1;
+    scimq__doorbell_init(db);
 }

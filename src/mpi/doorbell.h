@@ -35,7 +35,11 @@ struct scimq_doorbell {
     int fd;                   /* the socket, or -1 */
     int word_fd;              /* agent: the memfd holding asleep, or -1 */
     _Atomic uint32_t *asleep; /* the shared word, or NULL */
+    bool armed;               /* agent: the value it last stored there */
 };
+
+/* Either side: a doorbell that is not open (closing it does nothing). */
+void scimq__doorbell_init(struct scimq_doorbell *db);
 
 /* Agent side: binds a new doorbell and its shared word, names the socket
  * in name (a string); returns 0 or a negative SCIMQ_E* code.  The ranks
@@ -44,7 +48,9 @@ int scimq__doorbell_open(struct scimq_doorbell *db,
                          char name[SCIMQ_DOORBELL_NAME_MAX]);
 
 /* Agent side: about to sleep (asleep set: ranks ring from now on; look at
- * the completion queue once more before sleeping), or awake again. */
+ * the completion queue once more before sleeping), or awake again.  Only
+ * a change is stored (a full fence each time); nothing without a
+ * doorbell. */
 void scimq__doorbell_arm(struct scimq_doorbell *db, bool asleep);
 
 /* Agent side: empties the socket after a wake-up. */

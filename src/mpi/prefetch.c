@@ -198,8 +198,7 @@ scimq__prefetch_open(const struct scimq_mpi_prefetch_cfg *cfg,
         return SCIMQ_ENOMEM;
     pf->cfg = *cfg;
     pf->held = -1;
-    pf->bell.fd = -1;
-    pf->bell.word_fd = -1;
+    scimq__doorbell_init(&pf->bell);
     pf->depth = cfg->depth < 0 ? 1 : cfg->depth;
     pf->nbuf = (cfg->depth < 0 ? SCIMQ_MPI_PREFETCH_AUTO_MAX : cfg->depth) + 1;
     pthread_mutex_init(&pf->lock, NULL);
@@ -680,22 +679,15 @@ sends_busy(const struct scimq_mpi_prefetch *pf)
     return false;
 }
 
+/* A read in flight, or with untaken also one the provider did not take
+ * yet (EAGAIN: on shm the agent's endpoint must first accept this rank);
+ * under lock. */
 static bool
-reads_busy_locked(const struct scimq_mpi_prefetch *pf)
+reads_busy_locked(const struct scimq_mpi_prefetch *pf, bool untaken)
 {
     for (int i = 0; i < pf->nbuf; i++)
-        if (pf->bufs[i].state == B_FILLING)
-            return true;
-    return false;
-}
-
-/* A read in flight, or one the provider did not take yet (EAGAIN: on shm
- * the agent's endpoint must first accept this rank); under lock. */
-static bool
-reads_waiting_locked(const struct scimq_mpi_prefetch *pf)
-{
-    for (int i = 0; i < pf->nbuf; i++)
-        if (pf->bufs[i].state == B_FILLING || pf->bufs[i].state == B_POST_READ)
+        if (pf->bufs[i].state == B_FILLING ||
+            (untaken && pf->bufs[i].state == B_POST_READ))
             return true;
     return false;
 }
@@ -719,7 +711,7 @@ idle(struct scimq_mpi_prefetch *pf, unsigned int *spins)
     bool urgent, reading;
 
     pthread_mutex_lock(&pf->lock);
-    reading = reads_waiting_locked(pf);
+    reading = reads_busy_locked(pf, true);
     /* A put waits on this side's polling: for its PUT_DONE, and on
      * tcp;ofi_rxm for the agent's read of the put buffer. */
     urgent = reading || pf->put_waiting ||
@@ -829,7 +821,7 @@ pf_main(void *arg)
             if (quit_by == 0)
                 quit_by = scimq__mpi_now_ns() + CLOSE_DRAIN_NS;
             late = scimq__mpi_now_ns() > quit_by;
-            drained = (pf->req_n == 0 && !reads_busy_locked(pf)) ||
+            drained = (pf->req_n == 0 && !reads_busy_locked(pf, false)) ||
                       pf->error != 0 || late;
         }
         pthread_mutex_unlock(&pf->lock);
@@ -955,7 +947,8 @@ scimq__prefetch_take(struct scimq_mpi_prefetch *pf, struct scimq_mpi_ready *out,
             break;
         }
         /* Drained: nothing ready, nothing on its way. */
-        if (pf->eos && !reads_busy_locked(pf) && claimed_locked(pf) == 0) {
+        if (pf->eos && !reads_busy_locked(pf, false) &&
+            claimed_locked(pf) == 0) {
             rc = SCIMQ_EOS;
             break;
         }
